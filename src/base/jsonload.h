@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Loading configuration documents.  JSON goes through jansson; YAML goes
+ * through libyaml into the same jansson tree, so every consumer handles one
+ * representation.  Errors name the file, line and column:
+ *
+ *   /etc/gpuop/config.yaml:7:3: mapping values are not allowed in this context
+ *
+ * YAML mapping: scalars keep their YAML 1.2 core-schema type (plain null,
+ * ~, true/false, integers incl. 0x/0o, floats incl. .inf/.nan, everything
+ * else a string; quoted scalars are always strings); anchors and aliases
+ * are resolved (alias expansion is bounded to stop "billion laughs");
+ * duplicate keys are an error; only the first document of a stream is read
+ * and a second one is an error; mapping keys must be scalars.
+ */
+#ifndef GPUOP_BASE_JSONLOAD_H
+#define GPUOP_BASE_JSONLOAD_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "base/error.h"
+
+/* `name` is used in messages (a path, or "<stdin>"). */
+json_t *json_load_buffer(const char *data, size_t len, const char *name, struct gpuop_error *err);
+json_t *yaml_load_buffer(const char *data, size_t len, const char *name, struct gpuop_error *err);
+
+/* By extension: .json is JSON; .yaml/.yml is YAML; anything else is tried as
+ * YAML (a JSON document is valid YAML 1.2 flow style).  Files larger than
+ * max_bytes are refused. */
+json_t *doc_load_file(const char *path, size_t max_bytes, struct gpuop_error *err);
+
+#endif

@@ -1,0 +1,596 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpuop node: the node roles in one process sharing one NVML session.
+ *
+ * Today it prints the inventory and a bottom-up readiness report of the
+ * layers it can check, then watches NVML health events (XID, ECC) and the
+ * GPUs' state until SIGTERM/SIGINT, logging every change; SIGHUP reprints
+ * the report.  Each later role (device plugin, discovery, exporter, ...)
+ * joins this loop and gets a row in the readiness table.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "cli/gpuop.h"
+#include "gpu/gpu.h"
+
+#define COMP "node"
+
+static const char help[] =
+	"Usage: gpuop node [--or-simulate PROFILE] [--once] [--json]\n\n"
+	"Runs the node roles in one process: prints the GPU inventory and a readiness\n"
+	"report of every layer from PCI hardware up, then watches GPU health (NVML XID\n"
+	"and ECC events, lost GPUs, driver unload) and logs each change until SIGTERM or\n"
+	"Ctrl-C.  SIGHUP prints the report again.\n\n"
+	"Options:\n"
+	"  --or-simulate PROFILE  use the real driver when there is one, otherwise say so\n"
+	"                         in one line and run on the simulated PROFILE node\n"
+	"                         (`make run` uses dgx-h100)\n"
+	"  --once                 print the inventory and report, then exit: 0 when no\n"
+	"                         layer failed, 1 otherwise\n"
+	"  --json                 with --once: one JSON document {inventory, readiness}\n"
+	"  -h, --help             this help\n\n"
+	"Examples:\n"
+	"  gpuop node --or-simulate dgx-h100\n"
+	"  gpuop node --simulate l4x4 --once --json\n";
+
+enum chk_state { CHK_OK, CHK_WARN, CHK_FAIL, CHK_SKIP };
+static const char *const chk_names[] = {"ok", "warn", "FAIL", "skip"};
+
+struct chk_result {
+	enum chk_state state;
+	char detail[768];
+	char fix[256];
+};
+
+struct node_run {
+	struct gpuop_ctx *ctx;
+	struct nvml *nvml;
+	struct gpu_node *node; /* NULL while NVML is unavailable */
+	char nvml_error[GPUOP_ERROR_MSG_MAX];
+};
+
+static void set(struct chk_result *r, enum chk_state s, const char *fix, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void set(struct chk_result *r, enum chk_state s, const char *fix, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->state = s;
+	va_start(ap, fmt);
+	vsnprintf(r->detail, sizeof(r->detail), fmt, ap);
+	va_end(ap);
+	snprintf(r->fix, sizeof(r->fix), "%s", fix ? fix : "");
+}
+
+static void path_in(const char *root, const char *rel, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s%s", strcmp(root, "/") == 0 ? "" : root, rel[0] == '/' ? "" : "/",
+		 rel);
+}
+
+/* NVIDIA display/3D controllers on the PCI bus, from sysfs. */
+static int count_pci_gpus(void)
+{
+	_cleanup_closedir_ DIR *d = opendir("/sys/bus/pci/devices");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		char p[512], v[32] = "", c[32] = "";
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/sys/bus/pci/devices/%s/vendor", de->d_name);
+		_cleanup_fclose_ FILE *fv = fopen(p, "re");
+		snprintf(p, sizeof(p), "/sys/bus/pci/devices/%s/class", de->d_name);
+		_cleanup_fclose_ FILE *fc = fopen(p, "re");
+		if (!fv || !fc || !fgets(v, sizeof(v), fv) || !fgets(c, sizeof(c), fc))
+			continue;
+		/* class 0x03xxxx: display controller (VGA 0x0300, 3D 0x0302). */
+		if (strncmp(v, "0x10de", 6) == 0 && strncmp(c, "0x03", 4) == 0)
+			n++;
+	}
+	return n;
+}
+
+static void check_hardware(struct node_run *r, struct chk_result *res)
+{
+	size_t nvml_n = r->node ? r->node->ngpus : 0;
+
+	if (r->ctx->simulated) {
+		set(res, CHK_OK, NULL, "%zu NVIDIA GPUs on the simulated PCI bus (profile %s)",
+		    nvml_n, r->ctx->sim_profile_name);
+		return;
+	}
+	int pci = count_pci_gpus();
+	if (pci < 0)
+		set(res, CHK_SKIP, NULL, "not checked: /sys/bus/pci is not readable");
+	else if (pci == 0)
+		set(res, CHK_FAIL, "check the instance type or PCI passthrough",
+		    "no NVIDIA display or 3D controller on PCI");
+	else if (r->node && (size_t)pci != nvml_n)
+		set(res, CHK_WARN, "a GPU may have fallen off the bus: check dmesg for Xid 79",
+		    "%d NVIDIA GPUs on PCI but NVML sees %zu", pci, nvml_n);
+	else
+		set(res, CHK_OK, NULL, "%d NVIDIA GPUs on PCI", pci);
+}
+
+static void check_driver(struct node_run *r, struct chk_result *res)
+{
+	char path[PATH_MAX];
+	_cleanup_buf_ struct buf b;
+	struct gpuop_error e;
+
+	buf_init(&b, 64 * 1024);
+	path_in(ctx_driver_root(r->ctx), "/proc/driver/nvidia/version", path, sizeof(path));
+	/* The kernel module's own file lives in the host's /proc, whatever
+	 * the driver root; the simulated node keeps it in its driver root. */
+	if (!r->ctx->simulated)
+		snprintf(path, sizeof(path), "/proc/driver/nvidia/version");
+	if (buf_read_file(&b, path, &e) < 0) {
+		set(res, CHK_FAIL, "load the driver (modprobe nvidia) or check the driver pod's logs",
+		    "kernel module not loaded: %s", e.msg);
+		return;
+	}
+	const char *drv = r->node ? r->node->driver_version : NULL;
+	if (drv && *drv && !strstr(b.data, drv))
+		set(res, CHK_FAIL, "reboot or reload the nvidia modules after a driver upgrade",
+		    "kernel module version differs from NVML's %s (%s)", drv, path);
+	else
+		set(res, CHK_OK, NULL, "kernel module loaded%s%s", drv ? ", version " : "",
+		    drv ? drv : "");
+}
+
+static void check_devnodes(struct node_run *r, struct chk_result *res)
+{
+	const char *root = ctx_dev_root(r->ctx);
+	char path[PATH_MAX];
+	struct stat st;
+	_cleanup_buf_ struct buf missing;
+	struct gpuop_error e;
+	size_t nodes = 0, regular = 0;
+
+	buf_init(&missing, 4096);
+	static const char *const control[] = {"/dev/nvidiactl", "/dev/nvidia-uvm"};
+	for (size_t i = 0; i < ARRAY_SIZE(control) + (r->node ? r->node->ngpus : 0); i++) {
+		char rel[64];
+		if (i < ARRAY_SIZE(control))
+			snprintf(rel, sizeof(rel), "%s", control[i]);
+		else
+			snprintf(rel, sizeof(rel), "/dev/nvidia%u",
+				 r->node->gpus[i - ARRAY_SIZE(control)].minor);
+		path_in(root, rel, path, sizeof(path));
+		if (stat(path, &st) < 0) {
+			buf_printf(&missing, &e, "%s%s", missing.len ? ", " : "", path);
+			continue;
+		}
+		nodes++;
+		regular += !S_ISCHR(st.st_mode);
+	}
+	if (missing.len)
+		set(res, CHK_FAIL,
+		    "the driver creates them when loaded; nvidia-modprobe or a driver container "
+		    "restart recreates them",
+		    "missing: %s", missing.data);
+	else if (regular)
+		set(res, CHK_WARN, "prepare the simulated node as root to get character devices",
+		    "%zu device nodes present, %zu of them regular files, not character devices",
+		    nodes, regular);
+	else
+		set(res, CHK_OK, NULL, "%zu device nodes under %s/dev", nodes,
+		    strcmp(root, "/") == 0 ? "" : root);
+}
+
+static void check_nvml(struct node_run *r, struct chk_result *res)
+{
+	if (!r->node) {
+		set(res, CHK_FAIL, "see the kernel driver row", "%s", r->nvml_error);
+		return;
+	}
+	char cuda[16] = "unknown";
+	if (r->node->cuda_driver_version > 0)
+		snprintf(cuda, sizeof(cuda), "%d.%d",
+			 NVML_CUDA_DRIVER_VERSION_MAJOR(r->node->cuda_driver_version),
+			 NVML_CUDA_DRIVER_VERSION_MINOR(r->node->cuda_driver_version));
+	set(res, r->node->ngpus ? CHK_OK : CHK_FAIL, r->node->ngpus ? NULL : "see the hardware row",
+	    "driver %s, CUDA %s, %zu GPUs (%s)", r->node->driver_version, cuda, r->node->ngpus,
+	    r->node->library);
+}
+
+static void check_health(struct node_run *r, struct chk_result *res)
+{
+	_cleanup_buf_ struct buf bad;
+	struct gpuop_error e;
+	size_t nbad = 0;
+
+	if (!r->node) {
+		set(res, CHK_SKIP, NULL, "not checked: NVML unavailable");
+		return;
+	}
+	buf_init(&bad, 4096);
+	for (size_t i = 0; i < r->node->ngpus; i++) {
+		const struct gpu_dev *d = &r->node->gpus[i];
+		if (d->status == GPU_OK)
+			continue;
+		nbad++;
+		buf_printf(&bad, &e, "%sGPU %u %s: %s", bad.len ? "; " : "", d->index,
+			   d->status == GPU_LOST ? "lost" : "failing", d->status_reason);
+	}
+	if (nbad)
+		set(res, CHK_FAIL,
+		    "check the kernel log for Xid errors; a lost GPU needs a reset or a reboot",
+		    "%zu of %zu GPUs unhealthy: %s", nbad, r->node->ngpus, bad.data);
+	else
+		set(res, CHK_OK, NULL, "all %zu GPUs answer", r->node->ngpus);
+}
+
+static void check_mig(struct node_run *r, struct chk_result *res)
+{
+	size_t capable = 0, enabled = 0, devices = 0;
+	_cleanup_buf_ struct buf warn;
+	struct gpuop_error e;
+
+	if (!r->node) {
+		set(res, CHK_SKIP, NULL, "not checked: NVML unavailable");
+		return;
+	}
+	buf_init(&warn, 4096);
+	for (size_t i = 0; i < r->node->ngpus; i++) {
+		const struct gpu_dev *d = &r->node->gpus[i];
+		capable += d->mig_capable;
+		enabled += d->mig_enabled;
+		devices += d->nmig;
+		if (d->mig_pending)
+			buf_printf(&warn, &e, "%sGPU %u has a MIG mode change pending (reset needed)",
+				   warn.len ? "; " : "", d->index);
+		else if (d->mig_enabled && d->nmig == 0 && d->status == GPU_OK)
+			buf_printf(&warn, &e, "%sGPU %u has MIG enabled but no MIG devices",
+				   warn.len ? "; " : "", d->index);
+	}
+	if (warn.len)
+		set(res, CHK_WARN, "apply a MIG configuration or reset the GPUs", "%s", warn.data);
+	else if (!capable)
+		set(res, CHK_OK, NULL, "no MIG-capable GPUs");
+	else
+		set(res, CHK_OK, NULL, "%zu MIG-capable GPUs, %zu with MIG enabled, %zu MIG devices",
+		    capable, enabled, devices);
+}
+
+static void check_not_built(struct node_run *r, struct chk_result *res)
+{
+	(void)r;
+	set(res, CHK_SKIP, NULL, "not checked: this role is not part of this gpuop build yet");
+}
+
+/* Bottom-up: a row only means something when the rows above it pass. */
+static const struct check {
+	const char *layer;
+	void (*run)(struct node_run *r, struct chk_result *res);
+} checks[] = {
+	{"hardware", check_hardware},
+	{"kernel driver", check_driver},
+	{"device nodes", check_devnodes},
+	{"NVML", check_nvml},
+	{"GPU health", check_health},
+	{"MIG", check_mig},
+	{"container toolkit", check_not_built},
+	{"device plugin", check_not_built},
+	{"feature discovery", check_not_built},
+	{"exporter", check_not_built},
+};
+
+static int refresh(struct node_run *r)
+{
+	struct gpuop_error e;
+
+	gpu_node_free(r->node);
+	r->node = NULL;
+	if (!r->nvml && ctx_open_nvml(r->ctx, &r->nvml, &e) < 0) {
+		snprintf(r->nvml_error, sizeof(r->nvml_error), "%s", e.msg);
+		return -1;
+	}
+	if (gpu_node_snapshot(r->nvml, &r->node, &e) < 0) {
+		snprintf(r->nvml_error, sizeof(r->nvml_error), "%s", e.msg);
+		/* A driver that went away needs a fresh session when it returns. */
+		nvml_close(r->nvml);
+		r->nvml = NULL;
+		return -1;
+	}
+	r->nvml_error[0] = '\0';
+	return 0;
+}
+
+static int report(struct node_run *r, bool json, json_t **out)
+{
+	struct chk_result res[ARRAY_SIZE(checks)];
+	int failed = 0;
+	json_t *rows = json_array();
+
+	for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+		memset(&res[i], 0, sizeof(res[i]));
+		checks[i].run(r, &res[i]);
+		failed += res[i].state == CHK_FAIL;
+		json_t *row = json_pack("{s:s, s:s, s:s}", "layer", checks[i].layer, "state",
+					res[i].state == CHK_FAIL ? "fail" : chk_names[res[i].state],
+					"detail", res[i].detail);
+		if (res[i].fix[0])
+			json_object_set_new(row, "fix", json_string(res[i].fix));
+		json_array_append_new(rows, row);
+	}
+	if (json) {
+		*out = rows;
+		return failed;
+	}
+	json_decref(rows);
+	printf("\nReadiness (bottom-up):\n");
+	for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+		printf("  [%-4s] %-18s %s\n", chk_names[res[i].state], checks[i].layer,
+		       res[i].detail);
+		if (res[i].fix[0] && (res[i].state == CHK_FAIL || res[i].state == CHK_WARN))
+			printf("  %6s %-18s fix: %s\n", "", "", res[i].fix);
+	}
+	printf("%s\n", failed ? "Node NOT ready: fix the first failing layer first."
+			      : "Node ready for the layers gpuop runs today.");
+	fflush(stdout);
+	return failed;
+}
+
+static volatile sig_atomic_t stop_requested, reload_requested;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		reload_requested = 1;
+	else
+		stop_requested = 1;
+}
+
+static const char *event_name(unsigned long long type)
+{
+	if (type & nvmlEventTypeXidCriticalError)
+		return "xid";
+	if (type & nvmlEventTypeDoubleBitEccError)
+		return "ecc-dbe";
+	if (type & nvmlEventTypeSingleBitEccError)
+		return "ecc-sbe";
+	return "other";
+}
+
+/* Register every GPU for the health events it supports. */
+static nvmlEventSet_t watch_events(struct node_run *r)
+{
+	struct gpuop_error e;
+	nvmlEventSet_t set = NULL;
+
+	if (!r->nvml || !r->node || NVML_CALL(r->nvml, &e, nvmlEventSetCreate, &set))
+		return NULL;
+	for (size_t i = 0; i < r->node->ngpus; i++) {
+		const struct gpu_dev *d = &r->node->gpus[i];
+		unsigned long long sup = 0, want = nvmlEventTypeXidCriticalError |
+						  nvmlEventTypeDoubleBitEccError |
+						  nvmlEventTypeSingleBitEccError;
+		if (!d->handle || d->status == GPU_LOST)
+			continue;
+		if (NVML_CALL(r->nvml, &e, nvmlDeviceGetSupportedEventTypes, d->handle, &sup) ==
+			    NVML_SUCCESS &&
+		    (want & sup) &&
+		    NVML_CALL(r->nvml, &e, nvmlDeviceRegisterEvents, d->handle, want & sup, set))
+			log_warn(COMP, "cannot watch GPU events", "gpu", d->uuid, "error", e.msg, NULL);
+	}
+	return set;
+}
+
+static const char *gpu_uuid_of(struct node_run *r, nvmlDevice_t h, char *idx, size_t len)
+{
+	for (size_t i = 0; r->node && i < r->node->ngpus; i++)
+		if (r->node->gpus[i].handle == h) {
+			snprintf(idx, len, "%zu", i);
+			return r->node->gpus[i].uuid;
+		}
+	snprintf(idx, len, "?");
+	return "?";
+}
+
+/* Log what changed between two snapshots: GPUs lost or recovered. */
+static void log_changes(const struct gpu_node *before, const struct gpu_node *after)
+{
+	char idx[16];
+
+	for (size_t i = 0; after && i < after->ngpus; i++) {
+		const struct gpu_dev *a = &after->gpus[i];
+		enum gpu_status was = before && i < before->ngpus ? before->gpus[i].status : GPU_OK;
+		if (a->status == was)
+			continue;
+		snprintf(idx, sizeof(idx), "%zu", i);
+		if (a->status == GPU_OK)
+			log_info(COMP, "GPU healthy again", "gpu", idx, "uuid", a->uuid, NULL);
+		else
+			log_error(COMP, a->status == GPU_LOST ? "GPU lost" : "GPU failing", "gpu", idx,
+				  "uuid", a->uuid, "reason", a->status_reason, NULL);
+	}
+}
+
+static int run_loop(struct node_run *r)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+	struct gpuop_error e;
+	nvmlEventSet_t set = watch_events(r);
+	struct timespec last_check;
+	bool nvml_down = r->node == NULL;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &last_check);
+	char ngpus[16];
+	snprintf(ngpus, sizeof(ngpus), "%zu", r->node ? r->node->ngpus : 0);
+	log_info(COMP, "watching GPU health; Ctrl-C or SIGTERM stops", "gpus", ngpus, NULL);
+
+	while (!stop_requested) {
+		if (set) {
+			nvmlEventData_t ev = {0};
+			int rc = NVML_CALL(r->nvml, &e, nvmlEventSetWait_v2, set, &ev, 500);
+			if (rc == NVML_SUCCESS) {
+				char idx[16], data[32];
+				const char *uuid = gpu_uuid_of(r, ev.device, idx, sizeof(idx));
+				snprintf(data, sizeof(data), "%llu", ev.eventData);
+				if (ev.eventType & nvmlEventTypeXidCriticalError)
+					log_warn(COMP, "GPU health event", "event", "xid", "gpu",
+						 idx, "uuid", uuid, "xid", data, NULL);
+				else
+					log_warn(COMP, "GPU health event", "event",
+						 event_name(ev.eventType), "gpu", idx, "uuid", uuid,
+						 NULL);
+				continue;
+			}
+			if (rc != NVML_ERROR_TIMEOUT) {
+				/* The session is in trouble (driver gone?): fall back to
+				 * periodic checks, which reopen NVML when it returns. */
+				log_warn(COMP, "event wait failed; checking GPUs every second",
+					 "error", e.msg, NULL);
+				r->nvml->nvmlEventSetFree(set);
+				set = NULL;
+			}
+		} else {
+			usleep(500 * 1000);
+		}
+
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (!reload_requested && now.tv_sec - last_check.tv_sec < 2)
+			continue;
+		last_check = now;
+		struct gpu_node *before = r->node;
+		r->node = NULL; /* refresh() frees the current one; keep it to compare */
+		if (r->nvml && before) {
+			struct gpu_node *after = NULL;
+			if (gpu_node_snapshot(r->nvml, &after, &e) == 0) {
+				r->node = after;
+			} else {
+				snprintf(r->nvml_error, sizeof(r->nvml_error), "%s", e.msg);
+				if (set)
+					r->nvml->nvmlEventSetFree(set);
+				set = NULL;
+				nvml_close(r->nvml);
+				r->nvml = NULL;
+			}
+		} else {
+			refresh(r);
+		}
+		if (!r->node && !nvml_down) {
+			log_error(COMP, "NVML unavailable", "error", r->nvml_error, NULL);
+			nvml_down = true;
+		} else if (r->node && nvml_down) {
+			log_info(COMP, "NVML available again", "driver", r->node->driver_version, NULL);
+			nvml_down = false;
+		}
+		log_changes(before, r->node);
+		gpu_node_free(before);
+		if (r->node && !set)
+			set = watch_events(r);
+		if (reload_requested) {
+			reload_requested = 0;
+			report(r, false, NULL);
+		}
+	}
+	if (set && r->nvml)
+		r->nvml->nvmlEventSetFree(set);
+	log_info(COMP, "stopping", NULL);
+	return 0;
+}
+
+int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err)
+{
+	static const struct option longopts[] = {
+		{"or-simulate", required_argument, NULL, 's'},
+		{"once", no_argument, NULL, 'o'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	const char *fallback = NULL;
+	bool once = false, json = false;
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			fallback = optarg;
+			break;
+		case 'o':
+			once = true;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(help, stdout);
+			return 0;
+		default:
+			return usage_error(err, "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error(err, "unexpected argument '%s'", argv[optind]);
+	if (json && !once)
+		return usage_error(err, "--json needs --once (the running node logs as JSON "
+					"with --log-format json)");
+
+	struct node_run r = {.ctx = ctx};
+	if (ctx_open_nvml(ctx, &r.nvml, err) < 0) {
+		if (!fallback || ctx->simulate)
+			return 1;
+		/* One line, then the simulation: what `make run` promises. */
+		log_warn(COMP, "no NVIDIA driver on this machine; running on a simulated node",
+			 "profile", fallback, "reason", err->msg, NULL);
+		ctx->simulate = fallback;
+		if (ctx_open_nvml(ctx, &r.nvml, err) < 0)
+			return 1;
+	}
+	if (refresh(&r) < 0)
+		log_error(COMP, "reading the GPUs failed", "error", r.nvml_error, NULL);
+
+	int failed;
+	if (json) {
+		json_t *rows = NULL;
+		failed = report(&r, true, &rows);
+		_cleanup_json_ json_t *doc = json_pack(
+			"{s:o, s:o, s:o}", "inventory", r.node ? gpu_node_to_json(r.node) : json_null(),
+			"readiness", rows, "simulated",
+			ctx->simulated ? json_string(ctx->sim_profile_name) : json_null());
+		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		fputc('\n', stdout);
+	} else {
+		if (ctx->simulated)
+			printf("Simulated node: %s (state %s)\n", ctx->sim_profile_name,
+			       ctx->sim_state);
+		if (r.node)
+			gpu_node_render_text(r.node, stdout);
+		failed = report(&r, false, NULL);
+	}
+	fflush(stdout);
+	if (!once)
+		run_loop(&r);
+	gpu_node_free(r.node);
+	nvml_close(r.nvml);
+	return once && failed ? 1 : 0;
+}

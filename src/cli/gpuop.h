@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What every subcommand gets from main: the global options, and the one way
+ * to reach NVML (the real driver, or the simulator under --simulate).
+ *
+ * A subcommand is `int cmd_<name>(ctx, argc, argv, err)` in cmd_<name>.c
+ * plus one row in main.c's command table.  It returns the exit code (0 ok,
+ * 1 failure, 2 usage); on non-zero, main prints err as one line.
+ */
+#ifndef GPUOP_CLI_GPUOP_H
+#define GPUOP_CLI_GPUOP_H
+
+#include <limits.h>
+#include <stdbool.h>
+
+#include "base/error.h"
+#include "nvml/nvml.h"
+
+#define EXIT_USAGE 2
+
+struct gpuop_ctx {
+	const char *command;     /* "info" */
+	const char *simulate;    /* --simulate / $GPUOP_SIMULATE: profile name or path */
+	const char *driver_root; /* --driver-root / $NVIDIA_DRIVER_ROOT, NULL = "/" */
+	const char *dev_root;    /* --dev-root / $NVIDIA_DEV_ROOT, NULL = "/" */
+
+	/* Filled by ctx_simulate_setup(). */
+	bool simulated;
+	char sim_profile_name[64];
+	char sim_profile_path[PATH_MAX];
+	char sim_lib[PATH_MAX];
+	char sim_state[PATH_MAX];
+	char sim_driver_root[PATH_MAX];
+};
+
+/* Resolve --simulate: find the profile and the simulator library, choose
+ * the state dir, export GPUOP_SIM_PROFILE/GPUOP_SIM_STATE for the library
+ * (and for child processes), prepare the node, and point the driver and
+ * dev roots at it unless the user chose them.  No-op without --simulate. */
+int ctx_simulate_setup(struct gpuop_ctx *ctx, struct gpuop_error *err);
+
+/* Open NVML for a command: the simulator under --simulate, else the real
+ * library (driver root honoured).  Errors explain what was looked for and,
+ * when no driver is present, suggest --simulate. */
+int ctx_open_nvml(struct gpuop_ctx *ctx, struct nvml **out, struct gpuop_error *err);
+
+/* The driver and dev roots in effect ("/" when unset). */
+const char *ctx_driver_root(const struct gpuop_ctx *ctx);
+const char *ctx_dev_root(const struct gpuop_ctx *ctx);
+
+/* Profiles available to --simulate, one name per entry (caller frees each
+ * and the array); for help texts and errors. */
+int sim_profile_names(char ***names, size_t *count, struct gpuop_error *err);
+const char *sim_profile_dir(void);
+
+/* Usage error helper: fills err (domain USAGE) and returns EXIT_USAGE. */
+int usage_error(struct gpuop_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int cmd_info(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_sim(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+
+#endif

@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""Black-box tests of the gpuop binary: `gpuop info` on every simulated
+profile, the no-driver error, usage errors, and `gpuop node` with faults
+injected from another process while it runs.
+
+Run by ctest with GPUOP=<path to gpuop>; each test uses its own simulated
+node state directory so tests never share faults.
+"""
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+GPUOP = os.environ.get("GPUOP") or os.path.join(os.environ.get("GPUOP_BUILD_DIR", "build"), "gpuop")
+
+# Literal facts about each machine (issue text), not read from the profiles.
+FACTS = {
+    "dgx-h100": dict(count=8, name="NVIDIA H100 80GB HBM3", dev="0x2330", mib=81559, cc="9.0", links=18),
+    "h200": dict(count=1, name="NVIDIA H200", dev="0x2335", mib=143771, cc="9.0", links=None),
+    "a100-mig": dict(count=8, name="NVIDIA A100-SXM4-80GB", dev="0x20B2", mib=81920, cc="8.0", links=None),
+    "l4x4": dict(count=4, name="NVIDIA L4", dev="0x27B8", mib=23034, cc="8.9", links=0),
+}
+
+
+def real_driver_present():
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+        return True
+    except OSError:
+        return False
+
+
+class GpuopCase(unittest.TestCase):
+    def setUp(self):
+        self.state = tempfile.mkdtemp(prefix="gpuop-it-")
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("GPUOP_SIMULATE", "GPUOP_NVML_LIB", "NVIDIA_DRIVER_ROOT", "NVIDIA_DEV_ROOT"))}
+        self.env["GPUOP_SIM_STATE"] = self.state
+
+    def tearDown(self):
+        shutil.rmtree(self.state, ignore_errors=True)
+
+    def gpuop(self, *args, env=None, timeout=60):
+        return subprocess.run([GPUOP, *args], env=env or self.env, capture_output=True,
+                              text=True, timeout=timeout)
+
+
+class InfoTest(GpuopCase):
+    def test_info_json_every_profile(self):
+        for profile, f in FACTS.items():
+            with self.subTest(profile=profile):
+                shutil.rmtree(self.state, ignore_errors=True)
+                os.makedirs(self.state)
+                r = self.gpuop("info", "--simulate", profile, "--json")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                doc = json.loads(r.stdout)
+                self.assertEqual(doc["driver_version"], "580.95.05")
+                self.assertEqual(doc["cuda_driver_version"], "13.0")
+                self.assertEqual(doc["simulated"]["profile"], profile)
+                self.assertEqual(doc["gpu_count"], f["count"])
+                self.assertEqual(len(doc["gpus"]), f["count"])
+                uuids = set()
+                for i, g in enumerate(doc["gpus"]):
+                    self.assertEqual(g["index"], i)
+                    self.assertEqual(g["status"], "ok")
+                    self.assertEqual(g["name"], f["name"])
+                    self.assertEqual(g["pci_device_id"], f["dev"])
+                    self.assertEqual(g["memory_mib"], f["mib"])
+                    self.assertEqual(g["compute_capability"], f["cc"])
+                    self.assertRegex(g["uuid"], r"^GPU-[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$")
+                    self.assertRegex(g["bus_id"], r"^[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
+                    uuids.add(g["uuid"])
+                    if f["links"] is not None:
+                        self.assertEqual(len(g["nvlinks"]), f["links"])
+                self.assertEqual(len(uuids), f["count"], "UUIDs are unique")
+                matrix = doc["topology"]["matrix"]
+                self.assertEqual(len(matrix), f["count"])
+                for i, row in enumerate(matrix):
+                    self.assertEqual(row[i], "X")
+
+    def test_dgx_text_shows_topology(self):
+        r = self.gpuop("info", "--simulate", "dgx-h100")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout
+        for i in range(8):
+            self.assertIn(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-", out)
+        self.assertIn("Driver Version: 580.95.05", out)
+        self.assertIn("CUDA Version: 13.0", out)
+        topo = out[out.index("Topology:"):]
+        rows = [l for l in topo.splitlines() if l.startswith("GPU") and "X" in l.split()]
+        self.assertEqual(len(rows), 8)
+        for row in rows:
+            cells = row.split()
+            self.assertEqual(cells[1:9].count("NV18"), 7, row)
+
+    def test_a100_mig_devices(self):
+        r = self.gpuop("info", "--simulate", "a100-mig", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        profiles = set()
+        for g in doc["gpus"]:
+            self.assertTrue(g["mig"]["enabled"])
+            self.assertGreaterEqual(len(g["mig"]["devices"]), 1)
+            for m in g["mig"]["devices"]:
+                self.assertTrue(m["uuid"].startswith("MIG-"))
+                profiles.add(m["profile"])
+        self.assertIn("1g.10gb", profiles)
+        self.assertIn("3g.40gb", profiles)
+        self.assertGreaterEqual(len(profiles), 3)
+        text = self.gpuop("info", "--simulate", "a100-mig").stdout
+        self.assertIn("MIG 1g.10gb", text)
+
+    def test_no_driver_error(self):
+        if real_driver_present():
+            self.skipTest("a real NVIDIA driver is installed here")
+        env = dict(self.env)
+        env.pop("GPUOP_SIM_STATE", None)
+        r = self.gpuop("info", env=env)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout, "")
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("libnvidia-ml.so.1", lines[0])
+        self.assertIn("--simulate dgx-h100", lines[0])
+
+    def test_usage_errors(self):
+        r = self.gpuop("info", "--bogus")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown option '--bogus'", r.stderr)
+        r = self.gpuop("frobnicate")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown command 'frobnicate'", r.stderr)
+        r = self.gpuop("info", "--simulate", "dgx-a999")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown simulation profile 'dgx-a999'", r.stderr)
+        self.assertIn("dgx-h100", r.stderr)
+        r = self.gpuop("--log-level", "loud", "info")
+        self.assertEqual(r.returncode, 2)
+        r = self.gpuop("sim", "inject", "xid", "79")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--gpu", r.stderr)
+
+    def test_help(self):
+        r = self.gpuop("--help")
+        self.assertEqual(r.returncode, 0)
+        for cmd in ("info", "node", "sim"):
+            self.assertIn(cmd, r.stdout)
+        self.assertIn("--simulate", r.stdout)
+        for cmd in ("info", "node", "sim"):
+            r = self.gpuop(cmd, "--help")
+            self.assertEqual(r.returncode, 0, cmd)
+            self.assertIn("Usage: gpuop " + cmd, r.stdout)
+        self.assertRegex(self.gpuop("--version").stdout, r"^gpuop \d+\.\d+\.\d+")
+
+
+class NodeTest(GpuopCase):
+    def test_once_json_readiness(self):
+        r = self.gpuop("node", "--simulate", "l4x4", "--once", "--json")
+        doc = json.loads(r.stdout)
+        layers = {row["layer"]: row for row in doc["readiness"]}
+        for layer in ("hardware", "kernel driver", "device nodes", "NVML", "GPU health", "MIG"):
+            self.assertIn(layers[layer]["state"], ("ok", "warn"), layers[layer])
+        self.assertEqual(layers["device plugin"]["state"], "skip")
+        self.assertEqual(doc["inventory"]["gpu_count"], 4)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_lost_gpu_fails_health(self):
+        self.assertEqual(self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "6", "gpu-lost").returncode, 0)
+        r = self.gpuop("node", "--simulate", "dgx-h100", "--once", "--json")
+        self.assertEqual(r.returncode, 1)
+        doc = json.loads(r.stdout)
+        layers = {row["layer"]: row for row in doc["readiness"]}
+        self.assertEqual(layers["GPU health"]["state"], "fail")
+        self.assertIn("GPU 6 lost", layers["GPU health"]["detail"])
+        self.assertIn("fix", layers["GPU health"])
+        self.assertEqual(doc["inventory"]["gpus"][6]["status"], "lost")
+
+    def test_running_node_sees_injected_faults(self):
+        p = subprocess.Popen([GPUOP, "node", "--simulate", "dgx-h100", "--log-format", "json"],
+                             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # wait until it watches events
+            deadline = time.time() + 20
+            lines = []
+            while time.time() < deadline:
+                line = p.stderr.readline()
+                if not line:
+                    break
+                lines.append(line)
+                if "watching GPU health" in line:
+                    break
+            self.assertTrue(any("watching GPU health" in l for l in lines), lines)
+            r = self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "3", "xid", "79")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("injected xid 79 into GPU 3", r.stdout)
+            ev = json.loads(p.stderr.readline())
+            self.assertEqual(ev["level"], "warn")
+            self.assertEqual(ev["component"], "node")
+            self.assertEqual(ev["event"], "xid")
+            self.assertEqual(ev["xid"], "79")
+            self.assertEqual(ev["gpu"], "3")
+            # a lost GPU is noticed by the periodic check and logged once
+            self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "3", "gpu-lost")
+            ev = json.loads(p.stderr.readline())
+            self.assertEqual(ev["msg"], "GPU lost")
+            self.assertEqual(ev["gpu"], "3")
+            self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "3", "recover")
+            ev = json.loads(p.stderr.readline())
+            self.assertEqual(ev["msg"], "GPU healthy again")
+        finally:
+            p.send_signal(signal.SIGTERM)
+            out, err = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn("stopping", err)
+        self.assertIn("Readiness (bottom-up):", out)
+        self.assertIn("GPU 7: NVIDIA H100 80GB HBM3", out)
+
+
+if __name__ == "__main__":
+    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
+    failed = len(result.failures) + len(result.errors)
+    print(f"{result.testsRun - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
