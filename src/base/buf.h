@@ -27,12 +27,15 @@ int buf_append(struct buf *b, const void *data, size_t len, struct gpuop_error *
 int buf_puts(struct buf *b, const char *s, struct gpuop_error *err);
 int buf_printf(struct buf *b, struct gpuop_error *err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-int buf_vprintf(struct buf *b, struct gpuop_error *err, const char *fmt, va_list ap);
-/* Give the data to the caller (NUL-terminated, caller frees); b is empty after. */
+int buf_vprintf(struct buf *b, struct gpuop_error *err, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+/* Give the data to the caller (NUL-terminated, caller frees); b is empty after.
+ * An untouched buffer gives a fresh ""; NULL only when out of memory. */
 char *buf_steal(struct buf *b);
 
 /* Read a whole file into b (at most b->max bytes; larger files fail with
- * E2BIG naming the path).  Works for sysfs/proc files whose size is 0. */
+ * E2BIG naming the path).  Works for sysfs/proc files whose size is 0.
+ * b's previous content is replaced; on failure b is left empty. */
 int buf_read_file(struct buf *b, const char *path, struct gpuop_error *err);
 
 static inline void cleanup_buf_freep(struct buf *b)

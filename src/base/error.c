@@ -52,11 +52,11 @@ int error_wrap(struct gpuop_error *err, const char *fmt, ...)
 	if (plen + 2 + olen <= room) {
 		snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
 	} else {
-		/* The root cause at the end matters most: shorten the outer context. */
-		static const char ell[] = "...: ";
-		size_t keep = olen + sizeof(ell) - 1 < room ? room - olen - (sizeof(ell) - 1) : 0;
-		if (keep > plen)
-			keep = plen;
+		/* Keep the outermost context (what the user asked for, at most a
+		 * quarter of the room) and the root cause at the end; what goes
+		 * is the middle of the chain. */
+		static const char ell[] = ": ...: ";
+		size_t keep = plen < room / 4 ? plen : room / 4;
 		size_t tail = room - keep - (sizeof(ell) - 1);
 		const char *o = olen > tail ? old + (olen - tail) : old;
 		snprintf(err->msg, sizeof(err->msg), "%.*s%s%s", (int)keep, prefix, ell, o);

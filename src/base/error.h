@@ -47,8 +47,9 @@ int error_errno(struct gpuop_error *err, int errnum, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Prepend "<fmt>: " to the message, keeping domain and code.  Returns -1.
- * A message that would overflow keeps its tail (the root cause) intact and
- * loses characters from the middle, marked with "...". */
+ * A message that would overflow keeps the new context (up to a quarter of
+ * the room) and its tail (the root cause) intact, and loses characters from
+ * the middle, marked with ": ...: ". */
 int error_wrap(struct gpuop_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void error_clear(struct gpuop_error *err);

@@ -14,10 +14,18 @@
 
 #include "base/error.h"
 
+/* The temp file is "<dir>/.<name>.tmpXXXXXX" (hidden from *.yaml-style
+ * globs).  `mode` is applied exactly (fchmod, no umask).  Errors read
+ * "<path>: <step>: <errno text>", e.g. "/etc/cdi/nvidia.yaml: writing
+ * temporary file: No space left on device".  Only a failure to sync the
+ * directory comes after the rename; its message says "written, but ...",
+ * and the new content is then already in place. */
 int atomic_write_file(const char *path, const void *data, size_t len, mode_t mode,
 		      struct gpuop_error *err);
 
-/* mkdir -p with mode for each created component. */
+/* mkdir -p with mode for each created component (mkdir(2) semantics: the
+ * umask applies).  Existing directories are fine; a component that exists
+ * and is not a directory fails with ENOTDIR naming it. */
 int mkdir_p(const char *path, mode_t mode, struct gpuop_error *err);
 
 #endif

@@ -13,6 +13,16 @@
  *
  * Values are quoted in text mode when they contain spaces, quotes or '='.
  * Thread-safe: a line is written with one write(2).
+ *
+ * Details:
+ *  - Text mode escapes control bytes (\n, \t, \xNN) in the message and in
+ *    values, so an event is always one line; JSON mode writes valid UTF-8
+ *    (invalid bytes become U+FFFD).
+ *  - A NULL value is written as (null) / JSON null and ends the list: the
+ *    arguments after it are not read.
+ *  - A line is at most 8 KiB: a longer value is cut with "...", later pairs
+ *    are dropped and truncated=true / "truncated":true is added.
+ *  - A NULL or empty component is left out; errno is preserved.
  */
 #ifndef GPUOP_BASE_LOG_H
 #define GPUOP_BASE_LOG_H
