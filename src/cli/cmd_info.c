@@ -52,7 +52,7 @@ int cmd_info(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 
 	struct nvml *n = NULL;
 	if (ctx_open_nvml(ctx, &n, err) < 0)
-		return 1;
+		return exit_code_for(err);
 	_cleanup_(gpu_node_freep) struct gpu_node *node = NULL;
 	int rc = gpu_node_snapshot(n, &node, err);
 	if (rc == 0) {

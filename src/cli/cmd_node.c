@@ -558,13 +558,13 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 	struct node_run r = {.ctx = ctx};
 	if (ctx_open_nvml(ctx, &r.nvml, err) < 0) {
 		if (!fallback || ctx->simulate)
-			return 1;
+			return exit_code_for(err);
 		/* One line, then the simulation: what `make run` promises. */
 		log_warn(COMP, "no NVIDIA driver on this machine; running on a simulated node",
 			 "profile", fallback, "reason", err->msg, NULL);
 		ctx->simulate = fallback;
 		if (ctx_open_nvml(ctx, &r.nvml, err) < 0)
-			return 1;
+			return exit_code_for(err);
 	}
 	if (refresh(&r) < 0)
 		log_error(COMP, "reading the GPUs failed", "error", r.nvml_error, NULL);

@@ -106,7 +106,7 @@ static int do_inject(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_
 		return usage_error(err, "%s needs --gpu N", fault);
 
 	if (ctx_simulate_setup(ctx, err) < 0)
-		return 1;
+		return exit_code_for(err);
 	if (sim_inject(ctx->sim_state, gpu, fault, arg, err) < 0)
 		return 1;
 	if (gpu >= 0)
@@ -128,7 +128,7 @@ static int do_status(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_
 			return usage_error(err, "unexpected argument '%s'", argv[i]);
 	}
 	if (ctx_simulate_setup(ctx, err) < 0)
-		return 1;
+		return exit_code_for(err);
 	_cleanup_json_ json_t *st = (json_t *)sim_status(ctx->sim_state, err);
 	if (!st)
 		return 1;

@@ -53,6 +53,12 @@ const char *ctx_dev_root(const struct gpuop_ctx *ctx);
 int sim_profile_names(char ***names, size_t *count, struct gpuop_error *err);
 const char *sim_profile_dir(void);
 
+/* The exit code for a failed command: 2 for usage errors, else 1. */
+static inline int exit_code_for(const struct gpuop_error *err)
+{
+	return err->domain == GPUOP_ERR_USAGE ? EXIT_USAGE : 1;
+}
+
 /* Usage error helper: fills err (domain USAGE) and returns EXIT_USAGE. */
 int usage_error(struct gpuop_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
