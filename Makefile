@@ -31,7 +31,7 @@ $(FUZZ_BUILD)/CMakeCache.txt:
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPUOP_FUZZ=ON >/dev/null
 
 fuzz: deps $(FUZZ_BUILD)/CMakeCache.txt
-	cmake --build $(FUZZ_BUILD) -j$(JOBS)
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_all
 	scripts/fuzz-smoke $(FUZZ_BUILD)
 
 # Runs the node stack: on the real driver when one is present, otherwise on

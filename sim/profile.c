@@ -809,21 +809,29 @@ static int name_ok(const char *s)
 
 int sim_profile_load(const char *path, struct sim_profile *out, struct gpuop_error *err)
 {
-	static const char *const keys[] = {"name",	     "description",  "machine",
-					   "driver_version", "nvml_version", "cuda_driver_version",
-					   "model",	     "gpus",	     NULL};
-	struct ld l = {.file = path, .err = err};
-	_cleanup_json_ json_t *root = NULL;
 	_cleanup_buf_ struct buf raw;
-	json_error_t jerr;
-	long long x;
-	int rc;
 
 	memset(out, 0, sizeof(*out));
 	buf_init(&raw, PROFILE_MAX_BYTES);
 	if (buf_read_file(&raw, path, err) < 0)
 		return -1;
-	root = json_loadb(raw.data ? raw.data : "", raw.len, JSON_REJECT_DUPLICATES, &jerr);
+	return sim_profile_parse(raw.data ? raw.data : "", raw.len, path, out, err);
+}
+
+int sim_profile_parse(const char *data, size_t len, const char *path, struct sim_profile *out,
+		      struct gpuop_error *err)
+{
+	static const char *const keys[] = {"name",	     "description",  "machine",
+					   "driver_version", "nvml_version", "cuda_driver_version",
+					   "model",	     "gpus",	     NULL};
+	struct ld l = {.file = path, .err = err};
+	_cleanup_json_ json_t *root = NULL;
+	json_error_t jerr;
+	long long x;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
 		return error_set(err, GPUOP_ERR_PARSE, 0, "%s:%d:%d: %s", path, jerr.line,
 				 jerr.column, jerr.text);

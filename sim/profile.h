@@ -116,6 +116,9 @@ struct sim_profile {
 /* Load and validate a profile.  Errors name the file and the JSON path of
  * the bad field ("dgx-h100.json: gpus[3].bus_id: expected ..."). */
 int sim_profile_load(const char *path, struct sim_profile *out, struct gpuop_error *err);
+/* The same for a document in memory; `name` stands for the file in errors. */
+int sim_profile_parse(const char *data, size_t len, const char *name, struct sim_profile *out,
+		      struct gpuop_error *err);
 
 /* The GI profile table row with this placement id, or NULL. */
 const struct sim_gi_profile *sim_profile_gi_by_id(const struct sim_model *m, unsigned int id);

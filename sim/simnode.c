@@ -212,6 +212,22 @@ static int build_driver_root(const char *state_dir, const struct sim_profile *p,
 	return sim_driverroot_build(state_dir, &spec, err);
 }
 
+/* What a prepared tree depends on: the profile's bytes, the library copied
+ * into it (path, size, mtime), and whether we could make device nodes. */
+static void prepared_stamp(const struct buf *profile, const char *lib, char *out, size_t len)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	struct stat st = {0};
+
+	for (size_t i = 0; i < profile->len; i++)
+		h = (h ^ (unsigned char)profile->data[i]) * 1099511628211ULL;
+	if (lib)
+		stat(lib, &st);
+	snprintf(out, len, "v1 profile=%016llx lib=%s size=%lld mtime=%lld.%09ld euid=%u\n",
+		 (unsigned long long)h, lib ? lib : "-", (long long)st.st_size,
+		 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, (unsigned)geteuid());
+}
+
 int sim_prepare(const char *state_dir, const char *profile_path, const char *sim_lib_path,
 		struct gpuop_error *err)
 {
@@ -246,10 +262,27 @@ int sim_prepare(const char *state_dir, const char *profile_path, const char *sim
 		return -1;
 	if (r > 0 && create_state(state_dir, p, err) < 0)
 		return error_wrap(err, "preparing simulated node %s", state_dir);
+
+	/* Every gpuop --simulate run prepares the node; rebuilding a driver
+	 * root of a thousand files each time would dominate its start-up, so
+	 * a stamp records what the tree was built from. */
+	char stamp[PATH_MAX + 256], old[PATH_MAX + 256] = "";
+	prepared_stamp(&raw, sim_lib_path, stamp, sizeof(stamp));
+	if (state_path(state_dir, SIM_PREPARED_STAMP, path, sizeof(path), err) < 0)
+		return -1;
+	_cleanup_fclose_ FILE *f = r == 0 ? fopen(path, "re") : NULL;
+	if (f && fgets(old, sizeof(old), f) && strcmp(old, stamp) == 0)
+		return 0;
+	if (f && unlink(path) < 0 && errno != ENOENT)
+		return error_errno(err, errno, "removing %s", path);
+
 	if (state_path(state_dir, SIM_PROFILE_COPY, path, sizeof(path), err) < 0 ||
 	    atomic_write_file(path, raw.data ? raw.data : "", raw.len, 0644, err) < 0)
 		return error_wrap(err, "preparing simulated node %s", state_dir);
 	if (build_driver_root(state_dir, p, sim_lib_path, err) < 0)
+		return error_wrap(err, "preparing simulated node %s", state_dir);
+	if (state_path(state_dir, SIM_PREPARED_STAMP, path, sizeof(path), err) < 0 ||
+	    atomic_write_file(path, stamp, strlen(stamp), 0644, err) < 0)
 		return error_wrap(err, "preparing simulated node %s", state_dir);
 	return 0;
 }

@@ -31,6 +31,7 @@
 
 #define SIM_STATE_FILE	  "node.state"
 #define SIM_PROFILE_COPY  "profile.json"
+#define SIM_PREPARED_STAMP "prepared"  /* what driver-root/ and dev/ were built from */
 #define SIM_STATE_MAGIC	  0x3145444f4e4d4953ull /* "SIMNODE1" little-endian */
 #define SIM_STATE_VERSION 1u
 #define SIM_EVENT_RING	  1024u
