@@ -1076,6 +1076,24 @@ static void test_prepare(void **state)
 	assert_int_equal(count, 4);
 	shutdown_all();
 
+	/* Unchanged inputs: the driver root is not rebuilt (a run of gpuop
+	 * --simulate would otherwise pay for a thousand files); a changed input
+	 * rebuilds it. */
+	const char *simlib = getenv("GPUOP_SIM_LIB");
+	char smi[PATH_MAX + 128], stamp[PATH_MAX + 64];
+	assert_int_equal(sim_prepare(n->state, n->profile_path, simlib, &err), 0);
+	snprintf(smi, sizeof(smi), "%s/driver-root/usr/bin/nvidia-smi", n->state);
+	assert_int_equal(unlink(smi), 0);
+	assert_int_equal(sim_prepare(n->state, n->profile_path, simlib, &err), 0);
+	assert_int_equal(stat(smi, &st), -1);
+	snprintf(stamp, sizeof(stamp), "%s/prepared", n->state);
+	FILE *sf = fopen(stamp, "w");
+	assert_non_null(sf);
+	fputs("v0 stale\n", sf);
+	fclose(sf);
+	assert_int_equal(sim_prepare(n->state, n->profile_path, simlib, &err), 0);
+	assert_int_equal(stat(smi, &st), 0);
+
 	/* Preparing it again is harmless; for another profile it is an error. */
 	assert_int_equal(sim_prepare(n->state, n->profile_path, NULL, &err), 0);
 	snprintf(other, sizeof(other), "%s/dgx-h100.json", profiles_dir());
