@@ -8,7 +8,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 WERROR     ?= ON
 SIMULATE   ?=
 
-.PHONY: all deps build asan run check test test-asan fuzz format clean
+.PHONY: all deps build bin asan run check test test-asan fuzz format clean
 
 all: build
 
@@ -20,6 +20,10 @@ $(BUILD)/CMakeCache.txt:
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
+
+# Just the binary and the simulator, for `make run`.
+bin: deps $(BUILD)/CMakeCache.txt
+	@cmake --build $(BUILD) -j$(JOBS) --target gpuop >/dev/null
 
 $(ASAN_BUILD)/CMakeCache.txt:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPUOP_SANITIZE=ON -DGPUOP_WERROR=$(WERROR) >/dev/null
@@ -36,7 +40,7 @@ fuzz: deps $(FUZZ_BUILD)/CMakeCache.txt
 
 # Runs the node stack: on the real driver when one is present, otherwise on
 # the simulated DGX H100 (gpuop says which in one line).
-run: build
+run: bin
 	$(BUILD)/gpuop node $(if $(SIMULATE),--simulate $(SIMULATE),--or-simulate dgx-h100)
 
 test: build

@@ -556,12 +556,13 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 					"with --log-format json)");
 
 	struct node_run r = {.ctx = ctx};
+	ctx->no_simulate_hint = fallback != NULL;
 	if (ctx_open_nvml(ctx, &r.nvml, err) < 0) {
 		if (!fallback || ctx->simulate)
 			return exit_code_for(err);
 		/* One line, then the simulation: what `make run` promises. */
-		log_warn(COMP, "no NVIDIA driver on this machine; running on a simulated node",
-			 "profile", fallback, "reason", err->msg, NULL);
+		log_warn(COMP, "no NVIDIA driver here; running on a simulated node instead",
+			 "profile", fallback, "why", err->msg, NULL);
 		ctx->simulate = fallback;
 		if (ctx_open_nvml(ctx, &r.nvml, err) < 0)
 			return exit_code_for(err);

@@ -23,6 +23,7 @@ struct gpuop_ctx {
 	const char *simulate;    /* --simulate / $GPUOP_SIMULATE: profile name or path */
 	const char *driver_root; /* --driver-root / $NVIDIA_DRIVER_ROOT, NULL = "/" */
 	const char *dev_root;    /* --dev-root / $NVIDIA_DEV_ROOT, NULL = "/" */
+	bool no_simulate_hint;   /* the caller falls back to a simulation itself */
 
 	/* Filled by ctx_simulate_setup(). */
 	bool simulated;

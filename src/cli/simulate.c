@@ -230,7 +230,7 @@ int ctx_open_nvml(struct gpuop_ctx *ctx, struct nvml **out, struct gpuop_error *
 		opts.lib_path = ctx->sim_lib;
 	if (nvml_open(&opts, out, err) == 0)
 		return 0;
-	if (!ctx->simulated &&
+	if (!ctx->simulated && !ctx->no_simulate_hint &&
 	    (err->code == NVML_ERROR_LIBRARY_NOT_FOUND || err->code == NVML_ERROR_DRIVER_NOT_LOADED)) {
 		struct gpuop_error cause = *err;
 		error_set(err, cause.domain, cause.code,
