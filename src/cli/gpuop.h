@@ -66,5 +66,9 @@ int usage_error(struct gpuop_error *err, const char *fmt, ...) __attribute__((fo
 int cmd_info(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_sim(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_cdi(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_cdi_hook(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_runtime(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_toolkit(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 
 #endif
