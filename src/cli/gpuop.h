@@ -67,6 +67,10 @@ int cmd_info(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_sim(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_cdi(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+/* gpuop cdi validate|list|audit, called by cmd_cdi's dispatcher (argv[0] is the verb). */
+int cmd_cdi_validate(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_cdi_list(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_cdi_audit(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_cdi_hook(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_runtime(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_toolkit(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
