@@ -131,6 +131,11 @@ static int get_string(struct ld *l, json_t *obj, const char *path, const char *k
 		return bad(l, p, "too long (at most %zu characters)", len - 1);
 	if (strlen(json_string_value(v)) != json_string_length(v))
 		return bad(l, p, "contains a NUL character");
+	/* Profile strings end up in generated files (the simulated nvidia-smi
+	 * script's data table, /proc files): no control characters, no '|'. */
+	for (const char *c = json_string_value(v); *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f || *c == '|')
+			return bad(l, p, "contains a control character or '|'");
 	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
 	return 1;
 }
@@ -420,8 +425,10 @@ static int load_mig_profile(struct ld *l, json_t *o, const char *path, struct si
 		json_t *v = json_array_get(pl, i);
 		char ip[JPATH_MAX];
 		pathf(ip, "%s[%zu]", pp, i);
+		/* Compared without adding, so a huge start cannot overflow. */
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) + p->placement_size > SIM_MIG_PLACEMENT_SLOTS)
+		    p->placement_size > SIM_MIG_PLACEMENT_SLOTS ||
+		    json_integer_value(v) > (json_int_t)(SIM_MIG_PLACEMENT_SLOTS - p->placement_size))
 			return bad(l, ip, "expected a start slot with start + placement_size <= %u",
 				   SIM_MIG_PLACEMENT_SLOTS);
 		p->placement_starts |= 1u << json_integer_value(v);

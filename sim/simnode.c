@@ -7,6 +7,7 @@
 #include "sim/simnode.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -212,6 +213,62 @@ static int build_driver_root(const char *state_dir, const struct sim_profile *p,
 	return sim_driverroot_build(state_dir, &spec, err);
 }
 
+/* The state dir is written by whoever runs gpuop, often root, and often
+ * under /tmp.  It must be ours and not writable by others, its parent must
+ * be ours or root's (and not writable by others unless sticky, like /tmp),
+ * and the trees we build in it must be real directories: otherwise another
+ * user could pre-create it, or plant a symlink, and have us write driver
+ * files wherever they point. */
+static int check_dir(const char *path, bool is_parent, bool may_be_absent, struct gpuop_error *err)
+{
+	struct stat st;
+	uid_t me = geteuid();
+
+	if (lstat(path, &st) < 0) {
+		if (errno == ENOENT && may_be_absent)
+			return 0;
+		return error_errno(err, errno, "checking %s", path);
+	}
+	if (!S_ISDIR(st.st_mode))
+		return error_set(err, GPUOP_ERR_GENERIC, 0,
+				 "%s is not a directory (a symlink or a file): refusing to use it "
+				 "for a simulated node",
+				 path);
+	if (st.st_uid != me && !(is_parent && st.st_uid == 0))
+		return error_set(err, GPUOP_ERR_GENERIC, 0,
+				 "%s belongs to uid %u, not to us (uid %u): refusing to use it for "
+				 "a simulated node; remove it or set GPUOP_SIM_STATE",
+				 path, (unsigned int)st.st_uid, (unsigned int)me);
+	if ((st.st_mode & 0022) && !(is_parent && (st.st_mode & S_ISVTX)))
+		return error_set(err, GPUOP_ERR_GENERIC, 0,
+				 "%s is writable by other users (mode %04o): refusing to use it "
+				 "for a simulated node",
+				 path, (unsigned int)(st.st_mode & 07777));
+	return 0;
+}
+
+static int check_state_dir_safe(const char *state_dir, struct gpuop_error *err)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s", state_dir);
+	char *slash = strrchr(path, '/');
+	if (slash && slash != path) {
+		*slash = '\0';
+		if (check_dir(path, true, false, err) < 0)
+			return -1;
+	}
+	if (check_dir(state_dir, false, false, err) < 0)
+		return -1;
+	static const char *const subdirs[] = {"driver-root", "dev"};
+	for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
+		if (state_path(state_dir, subdirs[i], path, sizeof(path), err) < 0 ||
+		    check_dir(path, false, true, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* What a prepared tree depends on: the profile's bytes, the library copied
  * into it (path, size, mtime), and whether we could make device nodes. */
 static void prepared_stamp(const struct buf *profile, const char *lib, char *out, size_t len)
@@ -248,6 +305,8 @@ int sim_prepare(const char *state_dir, const char *profile_path, const char *sim
 		return error_wrap(err, "preparing simulated node %s", state_dir);
 	if (mkdir_p(state_dir, 0755, err) < 0)
 		return error_wrap(err, "preparing simulated node");
+	if (check_state_dir_safe(state_dir, err) < 0)
+		return -1;
 
 	/* One preparer at a time; readers never need this lock. */
 	dirfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -444,14 +503,16 @@ int sim_inject(const char *state_dir, int gpu, const char *fault, const char *ar
 		return -1;
 	}
 	int r = 0;
-	if (f->per_gpu && gpu >= (int)sh->ngpus) {
+	/* Read once: the file is shared, and sim_state_map checked this value. */
+	const unsigned int ngpus = __atomic_load_n(&sh->ngpus, __ATOMIC_RELAXED);
+	if (f->per_gpu && gpu >= (int)ngpus) {
 		r = error_set(err, GPUOP_ERR_USAGE, 0,
 			      "GPU index %d out of range: simulated node %s has %u GPUs (0-%u)",
-			      gpu, state_dir, sh->ngpus, sh->ngpus - 1);
+			      gpu, state_dir, ngpus, ngpus - 1);
 	} else {
 		struct fault_ctx c = {.sh = sh, .arg = value};
 		unsigned int first = gpu < 0 ? 0 : (unsigned int)gpu;
-		unsigned int last = !f->per_gpu ? 0 : gpu < 0 ? sh->ngpus - 1 : (unsigned int)gpu;
+		unsigned int last = !f->per_gpu ? 0 : gpu < 0 ? ngpus - 1 : (unsigned int)gpu;
 		for (c.gpu = first; c.gpu <= last; c.gpu++)
 			f->apply(&c);
 		/* Wake every waiter in every process: new events, or a state change
@@ -471,7 +532,10 @@ json_t *sim_status(const char *state_dir, struct gpuop_error *err)
 	if (!sh)
 		return NULL;
 	json_t *gpus = json_array();
-	for (unsigned int i = 0; gpus && i < sh->ngpus; i++) {
+	unsigned int ngpus = __atomic_load_n(&sh->ngpus, __ATOMIC_RELAXED);
+	if (ngpus > SIM_MAX_GPUS) /* changed since sim_state_map checked it */
+		ngpus = SIM_MAX_GPUS;
+	for (unsigned int i = 0; gpus && i < ngpus; i++) {
 		const struct sim_shared_gpu *g = &sh->gpu[i];
 		json_t *temp =
 			__atomic_load_n(&g->temp_override_set, __ATOMIC_RELAXED)

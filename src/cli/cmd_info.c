@@ -44,7 +44,7 @@ int cmd_info(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 			fputs(help, stdout);
 			return 0;
 		default:
-			return usage_error(err, "unknown option '%s'", argv[optind - 1]);
+			return unknown_option(err, argv);
 		}
 	}
 	if (optind < argc)

@@ -361,6 +361,16 @@ static void on_signal(int sig)
 		stop_requested = 1;
 }
 
+static void install_signals(void)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
 static const char *event_name(unsigned long long type)
 {
 	if (type & nvmlEventTypeXidCriticalError)
@@ -372,7 +382,18 @@ static const char *event_name(unsigned long long type)
 	return "other";
 }
 
-/* Register every GPU for the health events it supports. */
+static void free_events(struct node_run *r, nvmlEventSet_t *set)
+{
+	struct gpuop_error e;
+
+	if (*set && r->nvml)
+		NVML_CALL(r->nvml, &e, nvmlEventSetFree, *set);
+	*set = NULL;
+}
+
+/* Register every answering GPU for the health events it supports.  Called
+ * again whenever the set of answering GPUs changes, so a GPU that comes
+ * back is watched again. */
 static nvmlEventSet_t watch_events(struct node_run *r)
 {
 	struct gpuop_error e;
@@ -385,7 +406,7 @@ static nvmlEventSet_t watch_events(struct node_run *r)
 		unsigned long long sup = 0, want = nvmlEventTypeXidCriticalError |
 						  nvmlEventTypeDoubleBitEccError |
 						  nvmlEventTypeSingleBitEccError;
-		if (!d->handle || d->status == GPU_LOST)
+		if (!d->handle || d->status != GPU_OK)
 			continue;
 		if (NVML_CALL(r->nvml, &e, nvmlDeviceGetSupportedEventTypes, d->handle, &sup) ==
 			    NVML_SUCCESS &&
@@ -396,124 +417,153 @@ static nvmlEventSet_t watch_events(struct node_run *r)
 	return set;
 }
 
-static const char *gpu_uuid_of(struct node_run *r, nvmlDevice_t h, char *idx, size_t len)
+static void log_event(struct node_run *r, const nvmlEventData_t *ev)
 {
+	char idx[16] = "?", data[32];
+	const char *uuid = "?";
+
 	for (size_t i = 0; r->node && i < r->node->ngpus; i++)
-		if (r->node->gpus[i].handle == h) {
-			snprintf(idx, len, "%zu", i);
-			return r->node->gpus[i].uuid;
+		if (r->node->gpus[i].handle == ev->device) {
+			snprintf(idx, sizeof(idx), "%zu", i);
+			uuid = r->node->gpus[i].uuid;
 		}
-	snprintf(idx, len, "?");
-	return "?";
+	snprintf(data, sizeof(data), "%llu", ev->eventData);
+	if (ev->eventType & nvmlEventTypeXidCriticalError)
+		log_warn(COMP, "GPU health event", "event", "xid", "gpu", idx, "uuid", uuid, "xid",
+			 data, NULL);
+	else
+		log_warn(COMP, "GPU health event", "event", event_name(ev->eventType), "gpu", idx,
+			 "uuid", uuid, NULL);
 }
 
-/* Log what changed between two snapshots: GPUs lost or recovered. */
-static void log_changes(const struct gpu_node *before, const struct gpu_node *after)
+/* Log what changed between two snapshots: GPUs lost, failing or recovered.
+ * GPUs are matched by index, which NVML keeps stable for a driver session;
+ * a lost GPU cannot tell its UUID any more, so the earlier snapshot's is
+ * used.  Returns true when the set of answering GPUs changed. */
+static bool log_changes(const struct gpu_node *before, const struct gpu_node *after)
 {
 	char idx[16];
+	bool changed = false;
 
 	for (size_t i = 0; after && i < after->ngpus; i++) {
 		const struct gpu_dev *a = &after->gpus[i];
-		enum gpu_status was = before && i < before->ngpus ? before->gpus[i].status : GPU_OK;
+		const struct gpu_dev *b = before && i < before->ngpus ? &before->gpus[i] : NULL;
+		enum gpu_status was = b ? b->status : GPU_OK;
 		if (a->status == was)
 			continue;
+		changed = true;
+		const char *uuid = a->uuid[0] ? a->uuid : b && b->uuid[0] ? b->uuid : "?";
 		snprintf(idx, sizeof(idx), "%zu", i);
 		if (a->status == GPU_OK)
-			log_info(COMP, "GPU healthy again", "gpu", idx, "uuid", a->uuid, NULL);
+			log_info(COMP, "GPU healthy again", "gpu", idx, "uuid", uuid, NULL);
 		else
 			log_error(COMP, a->status == GPU_LOST ? "GPU lost" : "GPU failing", "gpu", idx,
-				  "uuid", a->uuid, "reason", a->status_reason, NULL);
+				  "uuid", uuid, "reason", a->status_reason, NULL);
 	}
+	return changed;
 }
+
+/* Take a new snapshot, reopening NVML when the driver went away, and log
+ * what changed.  Returns true when the event set must be rebuilt. */
+static bool periodic_check(struct node_run *r, bool *nvml_down)
+{
+	struct gpuop_error e;
+	struct gpu_node *before = r->node, *after = NULL;
+	bool rebuild = false;
+
+	r->node = NULL;
+	if (r->nvml && gpu_node_snapshot(r->nvml, &after, &e) == 0) {
+		r->node = after;
+	} else if (r->nvml) {
+		/* A driver that went away needs a fresh session when it returns. */
+		snprintf(r->nvml_error, sizeof(r->nvml_error), "%s", e.msg);
+		nvml_close(r->nvml);
+		r->nvml = NULL;
+		rebuild = true;
+	} else if (ctx_open_nvml(r->ctx, &r->nvml, &e) == 0 &&
+		   gpu_node_snapshot(r->nvml, &after, &e) == 0) {
+		r->node = after;
+		rebuild = true;
+	} else {
+		snprintf(r->nvml_error, sizeof(r->nvml_error), "%s", e.msg);
+	}
+	if (!r->node && !*nvml_down) {
+		log_error(COMP, "NVML unavailable", "error", r->nvml_error, NULL);
+		*nvml_down = true;
+	} else if (r->node && *nvml_down) {
+		log_info(COMP, "NVML available again", "driver", r->node->driver_version, NULL);
+		*nvml_down = false;
+	}
+	if (log_changes(before, r->node))
+		rebuild = true;
+	gpu_node_free(before);
+	return rebuild;
+}
+
+#define CHECK_INTERVAL_S 2
+#define WAIT_MS 500
 
 static int run_loop(struct node_run *r)
 {
-	struct sigaction sa = {.sa_handler = on_signal};
 	struct gpuop_error e;
 	nvmlEventSet_t set = watch_events(r);
 	struct timespec last_check;
 	bool nvml_down = r->node == NULL;
-
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	clock_gettime(CLOCK_MONOTONIC, &last_check);
 	char ngpus[16];
+
+	clock_gettime(CLOCK_MONOTONIC, &last_check);
 	snprintf(ngpus, sizeof(ngpus), "%zu", r->node ? r->node->ngpus : 0);
 	log_info(COMP, "watching GPU health; Ctrl-C or SIGTERM stops", "gpus", ngpus, NULL);
 
 	while (!stop_requested) {
 		if (set) {
-			nvmlEventData_t ev = {0};
-			int rc = NVML_CALL(r->nvml, &e, nvmlEventSetWait_v2, set, &ev, 500);
+			/* _v1 fallbacks leave the instance ids alone: say "unattributed". */
+			nvmlEventData_t ev = {.gpuInstanceId = NVML_INSTANCE_ID_UNATTRIBUTED,
+					      .computeInstanceId = NVML_INSTANCE_ID_UNATTRIBUTED};
+			int rc = NVML_CALL(r->nvml, &e, nvmlEventSetWait_v2, set, &ev, WAIT_MS);
 			if (rc == NVML_SUCCESS) {
-				char idx[16], data[32];
-				const char *uuid = gpu_uuid_of(r, ev.device, idx, sizeof(idx));
-				snprintf(data, sizeof(data), "%llu", ev.eventData);
-				if (ev.eventType & nvmlEventTypeXidCriticalError)
-					log_warn(COMP, "GPU health event", "event", "xid", "gpu",
-						 idx, "uuid", uuid, "xid", data, NULL);
-				else
-					log_warn(COMP, "GPU health event", "event",
-						 event_name(ev.eventType), "gpu", idx, "uuid", uuid,
-						 NULL);
-				continue;
-			}
-			if (rc != NVML_ERROR_TIMEOUT) {
-				/* The session is in trouble (driver gone?): fall back to
-				 * periodic checks, which reopen NVML when it returns. */
-				log_warn(COMP, "event wait failed; checking GPUs every second",
+				log_event(r, &ev);
+			} else if (rc != NVML_ERROR_TIMEOUT) {
+				/* The session is in trouble (driver gone?): periodic
+				 * checks take over and reopen NVML when it returns. */
+				log_warn(COMP, "event wait failed; checking GPUs every few seconds",
 					 "error", e.msg, NULL);
-				r->nvml->nvmlEventSetFree(set);
-				set = NULL;
+				free_events(r, &set);
 			}
 		} else {
-			usleep(500 * 1000);
+			usleep(WAIT_MS * 1000);
 		}
 
+		/* Checked after every wake-up, so a storm of events can neither
+		 * hide a lost GPU nor delay a reload. */
 		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (!reload_requested && now.tv_sec - last_check.tv_sec < 2)
+		if (!reload_requested && now.tv_sec - last_check.tv_sec < CHECK_INTERVAL_S)
 			continue;
 		last_check = now;
-		struct gpu_node *before = r->node;
-		r->node = NULL; /* refresh() frees the current one; keep it to compare */
-		if (r->nvml && before) {
-			struct gpu_node *after = NULL;
-			if (gpu_node_snapshot(r->nvml, &after, &e) == 0) {
-				r->node = after;
-			} else {
-				snprintf(r->nvml_error, sizeof(r->nvml_error), "%s", e.msg);
-				if (set)
-					r->nvml->nvmlEventSetFree(set);
-				set = NULL;
-				nvml_close(r->nvml);
-				r->nvml = NULL;
-			}
-		} else {
-			refresh(r);
-		}
-		if (!r->node && !nvml_down) {
-			log_error(COMP, "NVML unavailable", "error", r->nvml_error, NULL);
-			nvml_down = true;
-		} else if (r->node && nvml_down) {
-			log_info(COMP, "NVML available again", "driver", r->node->driver_version, NULL);
-			nvml_down = false;
-		}
-		log_changes(before, r->node);
-		gpu_node_free(before);
-		if (r->node && !set)
+		if (periodic_check(r, &nvml_down)) {
+			free_events(r, &set);
 			set = watch_events(r);
+		}
 		if (reload_requested) {
 			reload_requested = 0;
 			report(r, false, NULL);
 		}
 	}
-	if (set && r->nvml)
-		r->nvml->nvmlEventSetFree(set);
+	free_events(r, &set);
 	log_info(COMP, "stopping", NULL);
 	return 0;
+}
+
+/* Simulating instead is right only when this machine has no driver at all,
+ * never when a driver is present but broken: that must be reported. */
+static bool no_driver_here(const struct gpuop_error *err)
+{
+	if (err->domain != GPUOP_ERR_NVML)
+		return false;
+	if (err->code == NVML_ERROR_LIBRARY_NOT_FOUND)
+		return true;
+	return err->code == NVML_ERROR_DRIVER_NOT_LOADED && count_pci_gpus() <= 0;
 }
 
 int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err)
@@ -546,7 +596,7 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 			fputs(help, stdout);
 			return 0;
 		default:
-			return usage_error(err, "unknown option '%s'", argv[optind - 1]);
+			return unknown_option(err, argv);
 		}
 	}
 	if (optind < argc)
@@ -556,9 +606,11 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 					"with --log-format json)");
 
 	struct node_run r = {.ctx = ctx};
+	if (!once)
+		install_signals();
 	ctx->no_simulate_hint = fallback != NULL;
 	if (ctx_open_nvml(ctx, &r.nvml, err) < 0) {
-		if (!fallback || ctx->simulate)
+		if (!fallback || ctx->simulate || !no_driver_here(err))
 			return exit_code_for(err);
 		/* One line, then the simulation: what `make run` promises. */
 		log_warn(COMP, "no NVIDIA driver here; running on a simulated node instead",

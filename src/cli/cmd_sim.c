@@ -2,6 +2,7 @@
 /* gpuop sim: drive a simulated node from outside the processes using it. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,7 @@ static int do_inject(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_
 			fputs(help, stdout);
 			return 0;
 		default:
-			return usage_error(err, "unknown option '%s'", argv[optind - 1]);
+			return unknown_option(err, argv);
 		}
 	}
 	if (optind >= argc)
@@ -108,7 +109,7 @@ static int do_inject(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_
 	if (ctx_simulate_setup(ctx, err) < 0)
 		return exit_code_for(err);
 	if (sim_inject(ctx->sim_state, gpu, fault, arg, err) < 0)
-		return 1;
+		return exit_code_for(err);
 	if (gpu >= 0)
 		printf("injected %s%s%s into GPU %d of simulated node %s\n", fault, arg ? " " : "",
 		       arg ? arg : "", gpu, ctx->sim_profile_name);
@@ -122,9 +123,12 @@ static int do_status(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_
 	bool json = false;
 
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
+		if (strcmp(argv[i], "--json") == 0) {
 			json = true;
-		else
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(help, stdout);
+			return 0;
+		} else
 			return usage_error(err, "unexpected argument '%s'", argv[i]);
 	}
 	if (ctx_simulate_setup(ctx, err) < 0)
@@ -179,11 +183,18 @@ int cmd_sim(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *er
 		fputs(help, argc < 2 ? stderr : stdout);
 		return argc < 2 ? EXIT_USAGE : 0;
 	}
-	/* The node a person usually means: the one `make run` simulates. */
-	if (!ctx->simulate && !(getenv("GPUOP_SIM_STATE") && *getenv("GPUOP_SIM_STATE")))
+	/* Which node: --simulate; else the one $GPUOP_SIM_STATE holds (its own
+	 * copy of the profile it was prepared with); else the one `make run`
+	 * simulates. */
+	static char copy[PATH_MAX];
+	const char *state = getenv("GPUOP_SIM_STATE");
+	if (!ctx->simulate && state && *state) {
+		snprintf(copy, sizeof(copy), "%s/profile.json", state);
+		const char *prof = getenv("GPUOP_SIM_PROFILE");
+		ctx->simulate = prof && *prof ? prof : copy;
+	} else if (!ctx->simulate) {
 		ctx->simulate = "dgx-h100";
-	else if (!ctx->simulate)
-		ctx->simulate = getenv("GPUOP_SIM_PROFILE") ? getenv("GPUOP_SIM_PROFILE") : "dgx-h100";
+	}
 
 	if (strcmp(argv[1], "inject") == 0)
 		return do_inject(ctx, argc - 1, argv + 1, err);

@@ -60,6 +60,10 @@ static inline int exit_code_for(const struct gpuop_error *err)
 	return err->domain == GPUOP_ERR_USAGE ? EXIT_USAGE : 1;
 }
 
+/* After getopt_long returned '?': name the option it did not know (a
+ * short option's letter, or the long option as typed).  Returns EXIT_USAGE. */
+int unknown_option(struct gpuop_error *err, char **argv);
+
 /* Usage error helper: fills err (domain USAGE) and returns EXIT_USAGE. */
 int usage_error(struct gpuop_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

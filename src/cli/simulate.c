@@ -11,6 +11,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "cli/gpuop.h"
+#include "sim/profile.h"
 #include "sim/simnode.h"
 
 #ifndef GPUOP_SIM_LIBDIR_BUILD
@@ -30,6 +31,13 @@ int usage_error(struct gpuop_error *err, const char *fmt, ...)
 	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 	va_end(ap);
 	return EXIT_USAGE;
+}
+
+int unknown_option(struct gpuop_error *err, char **argv)
+{
+	if (optopt)
+		return usage_error(err, "unknown option '-%c'", optopt);
+	return usage_error(err, "unknown option '%s'", argv[optind - 1]);
 }
 
 const char *ctx_driver_root(const struct gpuop_ctx *ctx)
@@ -157,12 +165,14 @@ static int resolve_profile(struct gpuop_ctx *ctx, struct gpuop_error *err)
 			return error_errno(err, errno, "simulation profile %s", p);
 		if (!realpath(p, ctx->sim_profile_path))
 			return error_errno(err, errno, "simulation profile %s", p);
-		const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
-		size_t bl = strlen(base);
-		if (bl > 5 && strcmp(base + bl - 5, ".json") == 0)
-			bl -= 5;
-		snprintf(ctx->sim_profile_name, sizeof(ctx->sim_profile_name), "%.*s", (int)bl,
-			 base);
+		/* The node's name is the profile's own, whatever the file is called
+		 * (a prepared node keeps its copy as profile.json). */
+		_cleanup_free_ struct sim_profile *prof = calloc(1, sizeof(*prof));
+		if (!prof)
+			return error_errno(err, ENOMEM, "simulation profile %s", p);
+		if (sim_profile_load(ctx->sim_profile_path, prof, err) < 0)
+			return -1;
+		snprintf(ctx->sim_profile_name, sizeof(ctx->sim_profile_name), "%s", prof->name);
 		return 0;
 	}
 	snprintf(ctx->sim_profile_name, sizeof(ctx->sim_profile_name), "%s", p);

@@ -22,6 +22,7 @@
 #include "nvml/nvml.h"
 
 #define GPU_STR 96
+#define GPU_MIG_PROFILE_UNKNOWN 0xFFFFFFFFu
 
 enum gpu_status {
 	GPU_OK = 0,
@@ -35,7 +36,10 @@ struct gpu_mig {
 	unsigned int ci_id;     /* compute instance id */
 	char uuid[GPU_STR];     /* "MIG-..." */
 	char profile[32];       /* "1g.10gb", "1c.3g.40gb", "1g.10gb+me" */
-	unsigned int gi_profile_id; /* placement profile id (nvidia-smi's "ID") */
+	unsigned int gi_profile_id; /* placement profile id (nvidia-smi's "ID"), or
+				       GPU_MIG_PROFILE_UNKNOWN when NVML refused the GPU
+				       instance query (unprivileged): then the profile name
+				       lacks any +me/-me/+gfx suffix it may have */
 	unsigned int placement_start, placement_size;
 	unsigned long long memory_mib;
 	unsigned int multiprocessors;

@@ -54,22 +54,27 @@ static bool bit_set(const unsigned long *mask, size_t i)
 	return (mask[i / w] >> (i % w)) & 1UL;
 }
 
-/* Turn an NVML cpu bitmask into a cpulist ("0-55,112-167"). */
+/* Turn an NVML cpu bitmask into a cpulist ("0-55,112-167").  A list that
+ * does not fit ends at the last whole range, followed by ",...". */
 static void cpulist(const unsigned long *mask, size_t words, char *buf, size_t len)
 {
 	size_t bits = words * 8 * sizeof(unsigned long), used = 0;
 
 	buf[0] = '\0';
-	for (size_t i = 0; i < bits && used < len; i++) {
+	for (size_t i = 0; i < bits; i++) {
 		if (!bit_set(mask, i))
 			continue;
 		size_t j = i;
 		while (j + 1 < bits && bit_set(mask, j + 1))
 			j++;
-		int w = j == i ? snprintf(buf + used, len - used, "%s%zu", used ? "," : "", i)
-			       : snprintf(buf + used, len - used, "%s%zu-%zu", used ? "," : "", i, j);
-		if (w < 0)
-			break;
+		char item[48];
+		int w = j == i ? snprintf(item, sizeof(item), "%s%zu", used ? "," : "", i)
+			       : snprintf(item, sizeof(item), "%s%zu-%zu", used ? "," : "", i, j);
+		if (w < 0 || used + (size_t)w + 5 > len) { /* room for ",..." and the NUL */
+			snprintf(buf + used, len - used, "%s...", used ? "," : "");
+			return;
+		}
+		memcpy(buf + used, item, (size_t)w + 1);
 		used += (size_t)w;
 		i = j;
 	}
@@ -143,6 +148,8 @@ static int read_mig_device(struct nvml *n, struct gpu_dev *d, nvmlDevice_t h, un
 	nvmlGpuInstanceInfo_t gii = {0};
 	unsigned int profile_enum = NVML_GPU_INSTANCE_PROFILE_COUNT;
 	struct gpuop_error ignored;
+
+	m->gi_profile_id = GPU_MIG_PROFILE_UNKNOWN;
 	if (NVML_CALL(n, &ignored, nvmlDeviceGetGpuInstanceById, d->handle, m->gi_id, &gi) ==
 		    NVML_SUCCESS &&
 	    NVML_CALL(n, &ignored, nvmlGpuInstanceGetInfo, gi, &gii) == NVML_SUCCESS) {
@@ -191,8 +198,12 @@ static void read_mig(struct nvml *n, struct gpu_dev *d)
 		if (rc == NVML_SUCCESS)
 			rc = read_mig_device(n, d, h, i, &d->mig[d->nmig], &e);
 		if (rc != NVML_SUCCESS) {
-			error_wrap(&e, "MIG device %u", i);
-			note(d, rc, &e);
+			/* The parent fails only when it is lost; a MIG device that
+			 * refuses a query (permissions) is left out, not fatal. */
+			if (rc == NVML_ERROR_GPU_IS_LOST) {
+				error_wrap(&e, "MIG device %u", i);
+				note(d, rc, &e);
+			}
 			continue;
 		}
 		d->nmig++;

@@ -26,7 +26,9 @@ static json_t *mig_to_json(const struct gpu_mig *m)
 			 "index", (json_int_t)m->index, "uuid", m->uuid, "profile", m->profile,
 			 "gpu_instance_id", (json_int_t)m->gi_id, "compute_instance_id",
 			 (json_int_t)m->ci_id, "gpu_instance_profile_id",
-			 (json_int_t)m->gi_profile_id, "placement", "start",
+			 m->gi_profile_id == GPU_MIG_PROFILE_UNKNOWN ? (json_int_t)-1
+								     : (json_int_t)m->gi_profile_id,
+			 "placement", "start",
 			 (json_int_t)m->placement_start, "size", (json_int_t)m->placement_size,
 			 "memory_mib", (json_int_t)m->memory_mib, "multiprocessors",
 			 (json_int_t)m->multiprocessors, "gpu_instance_slices",
@@ -110,7 +112,8 @@ static void render_topology(const struct gpu_node *node, FILE *out)
 		for (size_t j = 0; j < node->ngpus; j++)
 			fprintf(out, "%-7s",
 				gpu_topo_label(gpu_pair_at(node, i, j), i == j, label, sizeof(label)));
-		fprintf(out, "%-24s", d->cpu_affinity[0] ? d->cpu_affinity : "N/A");
+		/* A long list must not run into the NUMA column. */
+		fprintf(out, "%-23s ", d->cpu_affinity[0] ? d->cpu_affinity : "N/A");
 		if (d->numa_node >= 0)
 			fprintf(out, "%d\n", d->numa_node);
 		else

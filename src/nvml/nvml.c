@@ -162,8 +162,10 @@ static int try_load(struct nvml *n, const char *path, struct buf *tried)
 	const char *why = dlerror();
 	/* dlerror repeats the path; keep only the reason after the last ": ". */
 	const char *reason = why ? strrchr(why, ':') : NULL;
+	if (reason)
+		reason += strspn(reason, ": ");
 	buf_printf(tried, &ignored, "%s%s (%s)", tried->len ? ", " : "", path,
-		   reason ? reason + 2 : "cannot be loaded");
+		   reason && *reason ? reason : "cannot be loaded");
 	return -1;
 }
 

@@ -145,6 +145,25 @@ class InfoTest(GpuopCase):
         r = self.gpuop("sim", "inject", "xid", "79")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--gpu", r.stderr)
+        r = self.gpuop("info", "-x")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown option '-x'", r.stderr)
+        # out-of-range values the simulator refuses are usage errors too
+        for args in (["--gpu", "99", "xid", "79"], ["--gpu", "0", "xid", "-5"], ["--gpu", "0", "temp", "1e3"]):
+            r = self.gpuop("sim", "--simulate", "dgx-h100", "inject", *args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+        self.assertIn("8 GPUs", self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "99", "xid", "79").stderr)
+
+    def test_sim_acts_on_the_node_in_state_dir(self):
+        # a node prepared as l4x4; `sim` without --simulate must act on it,
+        # not on a default profile
+        self.assertEqual(self.gpuop("info", "--simulate", "l4x4").returncode, 0)
+        r = self.gpuop("sim", "inject", "--gpu", "2", "gpu-lost")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("simulated node l4x4", r.stdout)
+        st = json.loads(self.gpuop("sim", "status", "--json").stdout)
+        self.assertEqual(st["profile"], "l4x4")
+        self.assertTrue(st["gpus"][2]["lost"])
 
     def test_help(self):
         r = self.gpuop("--help")
@@ -180,6 +199,79 @@ class NodeTest(GpuopCase):
         self.assertIn("GPU 6 lost", layers["GPU health"]["detail"])
         self.assertIn("fix", layers["GPU health"])
         self.assertEqual(doc["inventory"]["gpus"][6]["status"], "lost")
+
+    def start_node(self, *extra):
+        p = subprocess.Popen([GPUOP, "node", "--simulate", "dgx-h100", "--log-format", "json", *extra],
+                             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            line = p.stderr.readline()
+            if not line or "watching GPU health" in line:
+                break
+        return p
+
+    def read_until(self, p, pred, timeout):
+        """JSON log lines until one satisfies pred; None on timeout."""
+        import selectors
+        sel = selectors.DefaultSelector()
+        sel.register(p.stderr, selectors.EVENT_READ)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if not sel.select(timeout=max(0, deadline - time.time())):
+                break
+            line = p.stderr.readline()
+            if not line:
+                break
+            ev = json.loads(line)
+            if pred(ev):
+                return ev
+        return None
+
+    def stop(self, p):
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 0)
+
+    def test_event_storm_does_not_hide_a_lost_gpu(self):
+        p = self.start_node()
+        try:
+            self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "2", "gpu-lost")
+            # a steady stream of ECC events on another GPU, faster than the wait timeout
+            storm = subprocess.Popen(["/bin/sh", "-c",
+                                      f"for i in $(seq 40); do {GPUOP} sim --simulate dgx-h100 inject --gpu 0 ecc-sbe >/dev/null; sleep 0.1; done"],
+                                     env=self.env)
+            ev = self.read_until(p, lambda e: e.get("msg") == "GPU lost", timeout=4.5)
+            storm.wait(timeout=30)
+            self.assertIsNotNone(ev, "the lost GPU was not reported during the event storm")
+            self.assertEqual(ev["gpu"], "2")
+            self.assertRegex(ev["uuid"], r"^GPU-", "a lost GPU is named by its last known UUID")
+        finally:
+            self.stop(p)
+
+    def test_gpu_lost_at_start_is_watched_after_recovery(self):
+        self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "3", "gpu-lost")
+        p = self.start_node()
+        try:
+            self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "3", "recover")
+            self.assertIsNotNone(self.read_until(p, lambda e: e.get("msg") == "GPU healthy again", 5))
+            self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "3", "xid", "79")
+            ev = self.read_until(p, lambda e: e.get("event") == "xid", 3)
+            self.assertIsNotNone(ev, "XID on the recovered GPU was not seen")
+            self.assertEqual(ev["gpu"], "3")
+        finally:
+            self.stop(p)
+
+    def test_or_simulate_does_not_hide_a_broken_driver(self):
+        # a library that is there but whose init fails (here: the simulator
+        # with a broken profile) is a broken driver, not a machine without one
+        bad = os.path.join(self.state, "bad.json")
+        with open(bad, "w") as f:
+            f.write("{}")
+        env = dict(self.env, GPUOP_NVML_LIB=os.environ["GPUOP_SIM_LIB"], GPUOP_SIM_PROFILE=bad)
+        r = self.gpuop("node", "--or-simulate", "l4x4", "--once", env=env)
+        self.assertEqual(r.returncode, 1)
+        self.assertNotIn("running on a simulated node", r.stderr)
+        self.assertIn("initialising NVML", r.stderr)
 
     def test_running_node_sees_injected_faults(self):
         p = subprocess.Popen([GPUOP, "node", "--simulate", "dgx-h100", "--log-format", "json"],

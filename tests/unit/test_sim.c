@@ -1094,6 +1094,27 @@ static void test_prepare(void **state)
 	assert_int_equal(sim_prepare(n->state, n->profile_path, simlib, &err), 0);
 	assert_int_equal(stat(smi, &st), 0);
 
+	/* Someone else's directory, or a symlink planted where the driver root
+	 * goes, is refused before anything is written through it. */
+	char victim[PATH_MAX + 32], planted[PATH_MAX + 32];
+	snprintf(victim, sizeof(victim), "%s/victim", n->tmp);
+	assert_int_equal(mkdir(victim, 0755), 0);
+	snprintf(planted, sizeof(planted), "%s/planted", n->tmp);
+	assert_int_equal(mkdir(planted, 0755), 0);
+	snprintf(path, sizeof(path), "%s/planted/driver-root", n->tmp);
+	assert_int_equal(symlink(victim, path), 0);
+	assert_int_equal(sim_prepare(planted, n->profile_path, simlib, &err), -1);
+	assert_non_null(strstr(err.msg, "driver-root is not a directory"));
+	snprintf(path, sizeof(path), "%s/victim/etc", n->tmp);
+	assert_int_equal(access(path, F_OK), -1);
+	if (geteuid() == 0) {
+		snprintf(path, sizeof(path), "%s/foreign", n->tmp);
+		assert_int_equal(mkdir(path, 0755), 0);
+		assert_int_equal(chown(path, 65534, 65534), 0);
+		assert_int_equal(sim_prepare(path, n->profile_path, simlib, &err), -1);
+		assert_non_null(strstr(err.msg, "belongs to uid 65534"));
+	}
+
 	/* Preparing it again is harmless; for another profile it is an error. */
 	assert_int_equal(sim_prepare(n->state, n->profile_path, NULL, &err), 0);
 	snprintf(other, sizeof(other), "%s/dgx-h100.json", profiles_dir());
@@ -1195,6 +1216,11 @@ static void edit_no_model_name(json_t *r, json_t *v)
 	json_object_del(json_object_get(r, "model"), "name");
 }
 
+static void edit_model_name(json_t *r, json_t *v)
+{
+	json_object_set_new(json_object_get(r, "model"), "name", v);
+}
+
 static void edit_mig_on_l4(json_t *r, json_t *v)
 {
 	json_object_set_new(json_array_get(json_object_get(r, "gpus"), 0), "mig_enabled", v);
@@ -1257,6 +1283,14 @@ static void test_profile_validation(void **state)
 	expect_invalid(n->tmp, "dgx-h100", "\"18:00\"", edit_bus_id, "gpus[3].bus_id");
 	expect_invalid(n->tmp, "dgx-h100", "[7]", edit_placement,
 		       "model.mig.profiles[2].placements[0]");
+	/* a start so large that adding the size would overflow */
+	expect_invalid(n->tmp, "dgx-h100", "[9223372036854775807]", edit_placement,
+		       "model.mig.profiles[2].placements[0]");
+	/* names reach generated scripts and /proc files */
+	expect_invalid(n->tmp, "h200", "\"NVIDIA H200\\nGPUOP_SIM_GPUS\"", edit_model_name,
+		       "model.name: contains a control character");
+	expect_invalid(n->tmp, "h200", "\"NVIDIA|H200\"", edit_model_name,
+		       "model.name: contains a control character or '|'");
 	expect_invalid(n->tmp, "a100-mig", "4", edit_overlap,
 		       "gpus[2].gpu_instances[1]: 2g.20gb at "
 		       "start 4 overlaps");
