@@ -296,8 +296,10 @@ static void session_close(void)
 		free(s);
 	}
 	pthread_mutex_unlock(&g.sets_lock);
-	sim_state_unmap(g.sh);
-	g.sh = NULL;
+	/* The mapping stays: a thread racing with this shutdown may still be
+	 * between its refs check and its read of g.sh, and must read valid
+	 * memory (and then see refs == 0).  One small mapping per init/shutdown
+	 * cycle is the price; the next init replaces the pointer. */
 }
 
 static nvmlReturn_t do_init(void)
