@@ -24,6 +24,7 @@ static const struct command {
 	{"node", cmd_node, "run the node roles in one process (inventory, readiness, health)"},
 	{"sim", cmd_sim, "the simulated node: inject faults, show its state, list profiles"},
 	{"cdi", cmd_cdi, "CDI spec for the node's GPUs: generate, validate, list, audit"},
+	{"cdi-hook", cmd_cdi_hook, "OCI createContainer hooks a CDI spec calls (symlinks, ldcache, chmod)"},
 	{"toolkit", cmd_toolkit, "the container toolkit role: runtime set up for CDI, CDI spec kept current"},
 	{"runtime", cmd_runtime, "container runtime (containerd, CRI-O, k3s, RKE2, k0s): GPU handler via CDI"},
 };
