@@ -24,6 +24,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "cdi/toolkit.h"
 #include "cli/gpuop.h"
 #include "gpu/gpu.h"
 
@@ -61,6 +62,13 @@ struct node_run {
 	struct nvml *nvml;
 	struct gpu_node *node; /* NULL while NVML is unavailable */
 	char nvml_error[GPUOP_ERROR_MSG_MAX];
+	/* the container toolkit role: the CDI spec and its marker */
+	struct toolkit_opts tk;
+	struct toolkit_result tk_res;
+	char tk_error[GPUOP_ERROR_MSG_MAX]; /* toolkit_sync failed: why */
+	bool tk_ran;
+	char spec_path[PATH_MAX];
+	char validations[PATH_MAX];
 };
 
 static void set(struct chk_result *r, enum chk_state s, const char *fix, const char *fmt, ...)
@@ -272,6 +280,45 @@ static void check_mig(struct node_run *r, struct chk_result *res)
 		    capable, enabled, devices);
 }
 
+static void check_toolkit(struct node_run *r, struct chk_result *res)
+{
+	const struct toolkit_result *t = &r->tk_res;
+
+	if (!r->tk_ran) {
+		set(res, CHK_SKIP, NULL, "not checked: NVML unavailable");
+		return;
+	}
+	if (r->tk_error[0])
+		set(res, CHK_FAIL, "check the driver root (--driver-root) and the spec's directory",
+		    "%s", r->tk_error);
+	else if (!t->ready)
+		set(res, CHK_FAIL, "regenerate it: gpuop cdi generate", "%s", t->problem);
+	else
+		set(res, CHK_OK, NULL, "CDI spec %s: %zu devices for %zu GPUs, valid%s",
+		    r->tk.spec_path, t->ndevices, t->ngpus, t->written ? " (written now)" : "");
+}
+
+/* Keep the CDI spec in step with the GPUs (the toolkit role's job). */
+static void sync_toolkit(struct node_run *r)
+{
+	struct gpuop_error e;
+
+	if (!r->node)
+		return;
+	r->tk_ran = true;
+	r->tk_error[0] = '\0';
+	bool was_ready = r->tk_res.ready;
+	if (toolkit_sync(r->node, &r->tk, &r->tk_res, &e) < 0) {
+		snprintf(r->tk_error, sizeof(r->tk_error), "%s", e.msg);
+		log_error(COMP, "CDI spec not written", "error", e.msg, NULL);
+		return;
+	}
+	if (r->tk_res.written)
+		log_info(COMP, "CDI spec written", "spec", r->tk.spec_path, NULL);
+	if (was_ready && !r->tk_res.ready)
+		log_error(COMP, "CDI spec not ready", "reason", r->tk_res.problem, NULL);
+}
+
 static void check_not_built(struct node_run *r, struct chk_result *res)
 {
 	(void)r;
@@ -289,7 +336,7 @@ static const struct check {
 	{"NVML", check_nvml},
 	{"GPU health", check_health},
 	{"MIG", check_mig},
-	{"container toolkit", check_not_built},
+	{"container toolkit", check_toolkit},
 	{"device plugin", check_not_built},
 	{"feature discovery", check_not_built},
 	{"exporter", check_not_built},
@@ -541,9 +588,10 @@ static int run_loop(struct node_run *r)
 		if (!reload_requested && now.tv_sec - last_check.tv_sec < CHECK_INTERVAL_S)
 			continue;
 		last_check = now;
-		if (periodic_check(r, &nvml_down)) {
+		if (periodic_check(r, &nvml_down) || reload_requested) {
 			free_events(r, &set);
 			set = watch_events(r);
+			sync_toolkit(r);
 		}
 		if (reload_requested) {
 			reload_requested = 0;
@@ -621,6 +669,25 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 	}
 	if (refresh(&r) < 0)
 		log_error(COMP, "reading the GPUs failed", "error", r.nvml_error, NULL);
+
+	/* The toolkit role: a simulated node keeps its spec in its state dir;
+	 * a real one publishes it where runtimes look. */
+	if (ctx->simulated) {
+		snprintf(r.spec_path, sizeof(r.spec_path), "%s/run/cdi/nvidia.yaml", ctx->sim_state);
+		snprintf(r.validations, sizeof(r.validations), "%s/run/nvidia/validations",
+			 ctx->sim_state);
+	} else {
+		snprintf(r.spec_path, sizeof(r.spec_path), "/var/run/cdi/nvidia.yaml");
+		snprintf(r.validations, sizeof(r.validations), "/run/nvidia/validations");
+	}
+	r.tk = (struct toolkit_opts){
+		.driver_root = ctx_driver_root(ctx),
+		.dev_root = ctx_dev_root(ctx),
+		.ipc_root = ctx->simulated ? ctx->sim_driver_root : "/",
+		.spec_path = r.spec_path,
+		.validations_dir = r.validations,
+	};
+	sync_toolkit(&r);
 
 	int failed;
 	if (json) {

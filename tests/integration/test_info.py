@@ -185,6 +185,11 @@ class NodeTest(GpuopCase):
         layers = {row["layer"]: row for row in doc["readiness"]}
         for layer in ("hardware", "kernel driver", "device nodes", "NVML", "GPU health", "MIG"):
             self.assertIn(layers[layer]["state"], ("ok", "warn"), layers[layer])
+        # the toolkit role wrote the node's CDI spec into the simulated node
+        self.assertEqual(layers["container toolkit"]["state"], "ok", layers["container toolkit"])
+        spec = os.path.join(self.state, "run", "cdi", "nvidia.yaml")
+        self.assertIn(spec, layers["container toolkit"]["detail"])
+        self.assertTrue(os.path.exists(os.path.join(self.state, "run", "nvidia", "validations", "toolkit-ready")))
         self.assertEqual(layers["device plugin"]["state"], "skip")
         self.assertEqual(doc["inventory"]["gpu_count"], 4)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -201,26 +206,31 @@ class NodeTest(GpuopCase):
         self.assertEqual(doc["inventory"]["gpus"][6]["status"], "lost")
 
     def start_node(self, *extra):
+        """Start `gpuop node`; its JSON log lines arrive on self.lines."""
+        import queue
+        import threading
         p = subprocess.Popen([GPUOP, "node", "--simulate", "dgx-h100", "--log-format", "json", *extra],
                              env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            line = p.stderr.readline()
-            if not line or "watching GPU health" in line:
-                break
+        self.lines = queue.Queue()
+        self.stderr_seen = []
+
+        def pump():
+            for line in p.stderr:
+                self.stderr_seen.append(line)
+                self.lines.put(line)
+        self.pump = threading.Thread(target=pump, daemon=True)
+        self.pump.start()
+        self.assertIsNotNone(self.read_until(p, lambda e: "watching GPU health" in e.get("msg", ""), 20))
         return p
 
     def read_until(self, p, pred, timeout):
         """JSON log lines until one satisfies pred; None on timeout."""
-        import selectors
-        sel = selectors.DefaultSelector()
-        sel.register(p.stderr, selectors.EVENT_READ)
+        import queue
         deadline = time.time() + timeout
         while time.time() < deadline:
-            if not sel.select(timeout=max(0, deadline - time.time())):
-                break
-            line = p.stderr.readline()
-            if not line:
+            try:
+                line = self.lines.get(timeout=max(0.01, deadline - time.time()))
+            except queue.Empty:
                 break
             ev = json.loads(line)
             if pred(ev):
@@ -229,8 +239,11 @@ class NodeTest(GpuopCase):
 
     def stop(self, p):
         p.send_signal(signal.SIGTERM)
-        p.communicate(timeout=10)
+        out = p.stdout.read()  # stderr belongs to the pump thread
+        p.wait(timeout=10)
+        self.pump.join(timeout=10)
         self.assertEqual(p.returncode, 0)
+        return out
 
     def test_event_storm_does_not_hide_a_lost_gpu(self):
         p = self.start_node()
@@ -274,24 +287,13 @@ class NodeTest(GpuopCase):
         self.assertIn("initialising NVML", r.stderr)
 
     def test_running_node_sees_injected_faults(self):
-        p = subprocess.Popen([GPUOP, "node", "--simulate", "dgx-h100", "--log-format", "json"],
-                             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = self.start_node()
         try:
-            # wait until it watches events
-            deadline = time.time() + 20
-            lines = []
-            while time.time() < deadline:
-                line = p.stderr.readline()
-                if not line:
-                    break
-                lines.append(line)
-                if "watching GPU health" in line:
-                    break
-            self.assertTrue(any("watching GPU health" in l for l in lines), lines)
             r = self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "3", "xid", "79")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("injected xid 79 into GPU 3", r.stdout)
-            ev = json.loads(p.stderr.readline())
+            ev = self.read_until(p, lambda e: e.get("msg") == "GPU health event", 2)
+            self.assertIsNotNone(ev)
             self.assertEqual(ev["level"], "warn")
             self.assertEqual(ev["component"], "node")
             self.assertEqual(ev["event"], "xid")
@@ -299,16 +301,15 @@ class NodeTest(GpuopCase):
             self.assertEqual(ev["gpu"], "3")
             # a lost GPU is noticed by the periodic check and logged once
             self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "3", "gpu-lost")
-            ev = json.loads(p.stderr.readline())
+            ev = self.read_until(p, lambda e: e.get("msg", "").startswith("GPU "), 5)
             self.assertEqual(ev["msg"], "GPU lost")
             self.assertEqual(ev["gpu"], "3")
             self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "3", "recover")
-            ev = json.loads(p.stderr.readline())
+            ev = self.read_until(p, lambda e: e.get("msg", "").startswith("GPU "), 5)
             self.assertEqual(ev["msg"], "GPU healthy again")
         finally:
-            p.send_signal(signal.SIGTERM)
-            out, err = p.communicate(timeout=10)
-        self.assertEqual(p.returncode, 0, err)
+            out = self.stop(p)
+        err = "".join(self.stderr_seen)
         self.assertIn("stopping", err)
         self.assertIn("Readiness (bottom-up):", out)
         self.assertIn("GPU 7: NVIDIA H100 80GB HBM3", out)
