@@ -77,6 +77,7 @@ int cmd_cdi_list(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 int cmd_cdi_audit(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_cdi_hook(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_runtime(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_device_plugin(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_toolkit(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 
 #endif
