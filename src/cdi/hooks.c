@@ -182,10 +182,18 @@ int cdi_root_open(int rootfd, const char *path, int flags)
 			/* No magic links: /proc/self/root in an image must not lead out. */
 			.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 		};
-		int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
-		if (fd >= 0 || errno != ENOSYS)
-			return fd;
-		openat2_missing = true;
+		/* With RESOLVE_IN_ROOT the kernel answers EAGAIN when a rename or
+		 * mount anywhere on the system raced with a ".." in the path; it
+		 * asks the caller to retry, which is safe.  Bounded, then the walk. */
+		for (int tries = 0; tries < 64; tries++) {
+			int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+			if (fd >= 0 || (errno != ENOSYS && errno != EAGAIN))
+				return fd;
+			if (errno == ENOSYS) {
+				openat2_missing = true;
+				break;
+			}
+		}
 	}
 	return walk_open(rootfd, path, flags);
 }

@@ -8,6 +8,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -202,12 +203,26 @@ static void test_real_ldconfig(void **state)
 			if (ldcache_parse(b.data, b.len, "compat-old", &old, &err) < 0)
 				fail_msg("%s", err.msg);
 			assert_int_equal(old->format, LDCACHE_FORMAT_OLD);
-			assert_int_equal(old->nlibs, c->nlibs);
+			/* glibc may list a system library in one table and not the
+			 * other (hwcap subdirectories live only in the new one), so
+			 * the tables are compared on the libraries this test made. */
+			size_t ours_new = 0, ours_old = 0;
 			for (size_t i = 0; i < c->nlibs; i++) {
-				assert_string_equal(old->libs[i].key, c->libs[i].key);
-				assert_string_equal(old->libs[i].value, c->libs[i].value);
-				assert_int_equal(old->libs[i].flags, c->libs[i].flags);
+				if (strncmp(c->libs[i].value, lib, strlen(lib)) != 0)
+					continue;
+				ours_new++;
+				bool found = false;
+				for (size_t k = 0; k < old->nlibs && !found; k++)
+					found = strcmp(old->libs[k].key, c->libs[i].key) == 0 &&
+						strcmp(old->libs[k].value, c->libs[i].value) == 0 &&
+						old->libs[k].flags == c->libs[i].flags;
+				if (!found)
+					fail_msg("%s missing from the old table", c->libs[i].key);
 			}
+			for (size_t k = 0; k < old->nlibs; k++)
+				ours_old += strncmp(old->libs[k].value, lib, strlen(lib)) == 0;
+			assert_int_equal(ours_old, ours_new);
+			assert_true(ours_new >= ARRAY_SIZE(sonames));
 		}
 	}
 	rm_rf(dir);
