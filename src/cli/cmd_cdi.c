@@ -19,7 +19,7 @@
 #include "gpu/gpu.h"
 #include "host/driverfiles.h"
 
-#define CDI_DEFAULT_OUTPUT "/var/run/cdi/nvidia.yaml"
+#define CDI_DEFAULT_OUTPUT "/var/run/cdi/nvidia.yaml" /* ctx_cdi_spec_path() outside --simulate */
 #define CDI_SPEC_MAX	   (16u * 1024u * 1024u)
 
 static const char help[] =
@@ -92,7 +92,7 @@ static int do_generate(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuo
 		{0},
 	};
 	const char *output = NULL;
-	char sim_output[PATH_MAX];
+	char default_output[PATH_MAX];
 	bool format_set = false;
 	enum cdi_format format = CDI_FORMAT_YAML;
 	struct cdi_generate_opts gopts = {.strategies = CDI_NAME_DEFAULT};
@@ -150,13 +150,9 @@ static int do_generate(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuo
 	struct nvml *n = NULL;
 	if (ctx_open_nvml(ctx, &n, err) < 0)
 		return exit_code_for(err);
-	/* A simulated node's spec stays in its state dir: its fake devices
-	 * must not appear in this machine's real CDI registry by default. */
-	if (!output && ctx->simulated) {
-		snprintf(sim_output, sizeof(sim_output), "%s/run/cdi/nvidia.yaml", ctx->sim_state);
-		output = sim_output;
-	} else if (!output) {
-		output = CDI_DEFAULT_OUTPUT;
+	if (!output) {
+		ctx_cdi_spec_path(ctx, default_output, sizeof(default_output));
+		output = default_output;
 	}
 	if (!format_set && strcmp(output, "-") != 0)
 		format = cdi_format_for_path(output);

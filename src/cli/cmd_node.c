@@ -672,14 +672,8 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 
 	/* The toolkit role: a simulated node keeps its spec in its state dir;
 	 * a real one publishes it where runtimes look. */
-	if (ctx->simulated) {
-		snprintf(r.spec_path, sizeof(r.spec_path), "%s/run/cdi/nvidia.yaml", ctx->sim_state);
-		snprintf(r.validations, sizeof(r.validations), "%s/run/nvidia/validations",
-			 ctx->sim_state);
-	} else {
-		snprintf(r.spec_path, sizeof(r.spec_path), "/var/run/cdi/nvidia.yaml");
-		snprintf(r.validations, sizeof(r.validations), "/run/nvidia/validations");
-	}
+	ctx_cdi_spec_path(ctx, r.spec_path, sizeof(r.spec_path));
+	ctx_validations_dir(ctx, r.validations, sizeof(r.validations));
 	r.tk = (struct toolkit_opts){
 		.driver_root = ctx_driver_root(ctx),
 		.dev_root = ctx_dev_root(ctx),

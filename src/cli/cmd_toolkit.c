@@ -356,14 +356,8 @@ int cmd_toolkit(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error
 		ro.runtime = RUNTIME_CONTAINERD;
 		use_runtime = !ctx->simulated;
 	}
-	if (ctx->simulated) {
-		snprintf(t.spec_path, sizeof(t.spec_path), "%s/run/cdi/nvidia.yaml", ctx->sim_state);
-		snprintf(t.validations, sizeof(t.validations), "%s/run/nvidia/validations",
-			 ctx->sim_state);
-	} else {
-		snprintf(t.spec_path, sizeof(t.spec_path), "/var/run/cdi/nvidia.yaml");
-		snprintf(t.validations, sizeof(t.validations), "/run/nvidia/validations");
-	}
+	ctx_cdi_spec_path(ctx, t.spec_path, sizeof(t.spec_path));
+	ctx_validations_dir(ctx, t.validations, sizeof(t.validations));
 	t.tk.spec_path = spec ? spec : t.spec_path;
 	t.tk.validations_dir = valid ? valid : t.validations;
 	t.tk.driver_root = ctx_driver_root(ctx);

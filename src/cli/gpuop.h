@@ -45,6 +45,13 @@ int ctx_simulate_setup(struct gpuop_ctx *ctx, struct gpuop_error *err);
  * when no driver is present, suggest --simulate. */
 int ctx_open_nvml(struct gpuop_ctx *ctx, struct nvml **out, struct gpuop_error *err);
 
+/* Where the node's CDI spec and the validation markers live: the host's
+ * /var/run/cdi/nvidia.yaml and /run/nvidia/validations, or, on a simulated
+ * node, the same paths inside its state dir, so fake devices never reach
+ * this machine's real CDI registry.  Call after ctx_simulate_setup(). */
+void ctx_cdi_spec_path(const struct gpuop_ctx *ctx, char *buf, size_t len);
+void ctx_validations_dir(const struct gpuop_ctx *ctx, char *buf, size_t len);
+
 /* The driver and dev roots in effect ("/" when unset). */
 const char *ctx_driver_root(const struct gpuop_ctx *ctx);
 const char *ctx_dev_root(const struct gpuop_ctx *ctx);

@@ -40,6 +40,19 @@ int unknown_option(struct gpuop_error *err, char **argv)
 	return usage_error(err, "unknown option '%s'", argv[optind - 1]);
 }
 
+void ctx_cdi_spec_path(const struct gpuop_ctx *ctx, char *buf, size_t len)
+{
+	if (ctx->simulated)
+		snprintf(buf, len, "%s/run/cdi/nvidia.yaml", ctx->sim_state);
+	else
+		snprintf(buf, len, "/var/run/cdi/nvidia.yaml");
+}
+
+void ctx_validations_dir(const struct gpuop_ctx *ctx, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/run/nvidia/validations", ctx->simulated ? ctx->sim_state : "");
+}
+
 const char *ctx_driver_root(const struct gpuop_ctx *ctx)
 {
 	return ctx->driver_root && *ctx->driver_root ? ctx->driver_root : "/";
