@@ -123,4 +123,36 @@ int grpc_unary(const char *socket_path, const char *method, const uint8_t *req, 
 	       int timeout_ms, size_t max_response, struct buf *resp, struct grpc_result *res,
 	       struct gpuop_error *err);
 
+/*
+ * Lifetimes, as server.c implements them:
+ *  - a handler's msg bytes are valid only until the handler returns;
+ *  - grpc_call_send()/grpc_call_finish() only queue: the bytes go out on the
+ *    loop's next pass, so they never call a close callback synchronously
+ *    (iterating your own list of calls while sending is safe);
+ *  - a close callback may run from grpc_server_shutdown() and
+ *    grpc_server_free(); grpc_server_free() must not be called from inside
+ *    one of the server's own callbacks (shutdown may);
+ *  - a send that would queue more than 2 * (5 + max_message) bytes for a
+ *    peer that does not read returns -1 and resets the stream
+ *    (ENHANCE_YOUR_CALM; the client sees RESOURCE_EXHAUSTED); the close
+ *    callback follows unless the handler finishes the call first.
+ *  - grpc_unary(): timeout_ms <= 0 means 10 s (kubelet's own budget).
+ */
+
+/*
+ * Wire helpers shared by server and client (and tested on their own).
+ *
+ * grpc-timeout is 1-8 ASCII digits and a unit: H M S m u n.  Sub-millisecond
+ * units round up, so a deadline never fires early.  Returns -1 on anything
+ * else, leaving *ms untouched.
+ */
+int grpc_timeout_parse(const char *value, uint64_t *ms);
+/* grpc-message percent-encoding (gRPC's PROTOCOL-HTTP2): bytes outside
+ * 0x20-0x7E and '%' itself become %XX.  Always NUL-terminates; truncates
+ * only at a whole escape.  Returns the encoded length. */
+size_t grpc_message_encode(const char *in, char *out, size_t outsz);
+/* The reverse; a malformed escape is kept as is (the spec says decode what
+ * can be decoded, never fail the call over it). */
+size_t grpc_message_decode(const char *in, size_t len, char *out, size_t outsz);
+
 #endif
