@@ -27,6 +27,7 @@ static const struct command {
 	{"cdi-hook", cmd_cdi_hook, "OCI createContainer hooks a CDI spec calls (symlinks, ldcache, chmod)"},
 	{"toolkit", cmd_toolkit, "the container toolkit role: runtime set up for CDI, CDI spec kept current"},
 	{"runtime", cmd_runtime, "container runtime (containerd, CRI-O, k3s, RKE2, k0s): GPU handler via CDI"},
+	{"device-plugin", cmd_device_plugin, "kubelet device plugin: nvidia.com/gpu and MIG resources, health, CDI allocation"},
 };
 
 static void usage(FILE *out)
