@@ -9,7 +9,9 @@
  * joins this loop and gets a row in the readiness table.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "cdi/toolkit.h"
+#include "deviceplugin/deviceplugin.h"
 #include "cli/gpuop.h"
 #include "gpu/gpu.h"
 
@@ -69,6 +72,20 @@ struct node_run {
 	bool tk_ran;
 	char spec_path[PATH_MAX];
 	char validations[PATH_MAX];
+	/* the device plugin role, on its own thread and loop */
+	struct node_dp *dp;
+};
+
+struct node_dp {
+	pthread_t thread;
+	int stop_pipe[2];
+	struct dp_status status;
+	struct dp_override ovr[1];
+	struct dp_run_opts opts;
+	char plugin_dir[PATH_MAX];
+	struct gpuop_error err;
+	volatile int done; /* dp_run returned */
+	int rc;
 };
 
 static void set(struct chk_result *r, enum chk_state s, const char *fix, const char *fmt, ...)
@@ -319,6 +336,36 @@ static void sync_toolkit(struct node_run *r)
 		log_error(COMP, "CDI spec not ready", "reason", r->tk_res.problem, NULL);
 }
 
+static void check_device_plugin(struct node_run *r, struct chk_result *res)
+{
+	struct node_dp *d = r->dp;
+
+	if (!d) {
+		set(res, CHK_SKIP, NULL, "not checked: NVML unavailable");
+		return;
+	}
+	if (d->done && d->rc < 0) {
+		set(res, CHK_FAIL, "see the device plugin's log lines", "stopped: %s", d->err.msg);
+		return;
+	}
+	pthread_mutex_lock(&d->status.mu);
+	struct dp_status st = d->status;
+	pthread_mutex_unlock(&d->status.mu);
+	if (!st.running)
+		set(res, CHK_WARN, NULL, "starting");
+	else if (st.registered == st.resources && st.resources > 0)
+		set(res, st.healthy == st.devices ? CHK_OK : CHK_WARN,
+		    st.healthy == st.devices ? NULL : "see the GPU health row",
+		    "%zu resource%s registered with kubelet, %zu of %zu devices healthy",
+		    st.resources, st.resources == 1 ? "" : "s", st.healthy, st.devices);
+	else
+		set(res, CHK_WARN, "start kubelet, or point --plugin-dir (DP_PLUGIN_DIR) at its directory",
+		    "serving %zu devices in %zu resource%s under %s; %zu registered with kubelet "
+		    "(no kubelet.sock there: not a Kubernetes node?)",
+		    st.devices, st.resources, st.resources == 1 ? "" : "s", st.plugin_dir,
+		    st.registered);
+}
+
 static void check_not_built(struct node_run *r, struct chk_result *res)
 {
 	(void)r;
@@ -337,7 +384,7 @@ static const struct check {
 	{"GPU health", check_health},
 	{"MIG", check_mig},
 	{"container toolkit", check_toolkit},
-	{"device plugin", check_not_built},
+	{"device plugin", check_device_plugin},
 	{"feature discovery", check_not_built},
 	{"exporter", check_not_built},
 };
@@ -614,6 +661,90 @@ static bool no_driver_here(const struct gpuop_error *err)
 	return err->code == NVML_ERROR_DRIVER_NOT_LOADED && count_pci_gpus() <= 0;
 }
 
+static int node_open_nvml(void *ud, struct nvml **out, struct gpuop_error *err)
+{
+	return ctx_open_nvml(ud, out, err);
+}
+
+static const char *node_getenv(const char *name)
+{
+	return getenv(name);
+}
+
+static void *dp_thread(void *arg)
+{
+	struct node_dp *d = arg;
+
+	d->rc = dp_run(&d->opts, &d->err);
+	if (d->rc < 0)
+		log_error(COMP, "device plugin stopped", "error", d->err.msg, NULL);
+	d->done = 1;
+	return NULL;
+}
+
+/* The device plugin role: kubelet's plugin directory on a real node, the
+ * simulated node's own copy of it otherwise (DP_PLUGIN_DIR overrides). */
+static struct node_dp *start_device_plugin(struct gpuop_ctx *ctx)
+{
+	struct node_dp *d = calloc(1, sizeof(*d));
+
+	if (!d || pipe2(d->stop_pipe, O_CLOEXEC) < 0) {
+		free(d);
+		return NULL;
+	}
+	pthread_mutex_init(&d->status.mu, NULL);
+	if (ctx->simulated)
+		snprintf(d->plugin_dir, sizeof(d->plugin_dir),
+			 "%s/var/lib/kubelet/device-plugins", ctx->sim_state);
+	else
+		snprintf(d->plugin_dir, sizeof(d->plugin_dir), "/var/lib/kubelet/device-plugins");
+	const char *env_dir = getenv("DP_PLUGIN_DIR");
+	d->ovr[0] = (struct dp_override){"plugin-dir", env_dir && *env_dir ? env_dir : d->plugin_dir};
+	d->opts = (struct dp_run_opts){
+		.embedded = true,
+		.stop_fd = d->stop_pipe[0],
+		.status = &d->status,
+		.open_nvml = node_open_nvml,
+		.open_ud = ctx,
+		.driver_root = ctx_driver_root(ctx),
+		.dev_root = ctx_dev_root(ctx),
+		.env = node_getenv,
+		.ovr = d->ovr,
+		.novr = 1,
+	};
+	if (pthread_create(&d->thread, NULL, dp_thread, d) != 0) {
+		close(d->stop_pipe[0]);
+		close(d->stop_pipe[1]);
+		free(d);
+		return NULL;
+	}
+	/* Give it a moment to serve and to find kubelet, so the first report
+	 * says something true. */
+	for (int i = 0; i < 100 && !d->done; i++) {
+		pthread_mutex_lock(&d->status.mu);
+		bool up = d->status.running && (d->status.registered == d->status.resources);
+		pthread_mutex_unlock(&d->status.mu);
+		if (up)
+			break;
+		usleep(10 * 1000);
+	}
+	return d;
+}
+
+static void stop_device_plugin(struct node_dp *d)
+{
+	if (!d)
+		return;
+	if (write(d->stop_pipe[1], "x", 1) < 0) {
+		/* the pipe cannot be full: one byte, read never */
+	}
+	pthread_join(d->thread, NULL);
+	close(d->stop_pipe[0]);
+	close(d->stop_pipe[1]);
+	pthread_mutex_destroy(&d->status.mu);
+	free(d);
+}
+
 int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err)
 {
 	static const struct option longopts[] = {
@@ -682,6 +813,10 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 		.validations_dir = r.validations,
 	};
 	sync_toolkit(&r);
+	if (r.node) {
+		signal(SIGPIPE, SIG_IGN); /* a kubelet that hangs up is the plugin's business */
+		r.dp = start_device_plugin(ctx);
+	}
 
 	int failed;
 	if (json) {
@@ -704,6 +839,7 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 	fflush(stdout);
 	if (!once)
 		run_loop(&r);
+	stop_device_plugin(r.dp);
 	gpu_node_free(r.node);
 	nvml_close(r.nvml);
 	return once && failed ? 1 : 0;

@@ -20,6 +20,8 @@
 #define GPUOP_DEVICEPLUGIN_DEVICEPLUGIN_H
 
 #include <limits.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -261,7 +263,26 @@ unsigned int dp_pair_score(const struct gpu_node *node, size_t a, size_t b);
 struct nvml;
 typedef int (*dp_open_nvml_fn)(void *ud, struct nvml **out, struct gpuop_error *err);
 
+/* What a running plugin is doing, for a host that embeds it (gpuop node's
+ * readiness report).  The owner initialises `mu`; the plugin updates the
+ * rest under it after each registration and each health probe. */
+struct dp_status {
+	pthread_mutex_t mu;
+	bool running;
+	size_t resources;  /* resources served */
+	size_t registered; /* of those, registered with kubelet now */
+	size_t devices;    /* devices advertised, all resources */
+	size_t healthy;
+	char plugin_dir[PATH_MAX];
+};
+
 struct dp_run_opts {
+	/* Embedded in another role's process: signals stay with the host,
+	 * and the plugin stops when stop_fd becomes readable.  Stand-alone
+	 * (false): SIGTERM/SIGINT stop it, SIGHUP reloads. */
+	bool embedded;
+	int stop_fd;
+	struct dp_status *status; /* NULL, or kept current as above */
 	dp_open_nvml_fn open_nvml;
 	void *open_ud;
 	const char *driver_root; /* "/" or the simulated node's driver root */

@@ -662,6 +662,34 @@ static void *registrar(void *arg)
 	return NULL;
 }
 
+static void status_update(struct dp_plugin *p)
+{
+	struct dp_status *st = p->o->status;
+	size_t resources = 0, registered = 0, devices = 0, healthy = 0;
+
+	if (!st)
+		return;
+	for (size_t i = 0; i < p->nsrvs; i++) {
+		struct srv *s = p->srvs[i];
+		if (s->removed)
+			continue;
+		resources++;
+		registered += s->registered;
+		const struct dp_resource *r = srv_res(s);
+		devices += r->ndevs;
+		for (size_t d = 0; d < r->ndevs; d++)
+			healthy += dev_healthy(p, &r->devs[d]);
+	}
+	pthread_mutex_lock(&st->mu);
+	st->running = true;
+	st->resources = resources;
+	st->registered = registered;
+	st->devices = devices;
+	st->healthy = healthy;
+	snprintf(st->plugin_dir, sizeof(st->plugin_dir), "%s", p->cfg.plugin_dir);
+	pthread_mutex_unlock(&st->mu);
+}
+
 static void on_registered(struct dp_plugin *p, const struct msg *m)
 {
 	if (m->srv >= p->nsrvs)
@@ -688,6 +716,7 @@ static void on_registered(struct dp_plugin *p, const struct msg *m)
 		s->registered = s->ever_registered = true;
 		s->backoff_ms = 0;
 		p->waiting_logged = false;
+		status_update(p);
 		return;
 	}
 	s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : RETRY_MIN_MS;
@@ -1037,6 +1066,14 @@ static void on_probe(struct loop *l, struct loop_timer *t, void *ud)
 	(void)l, (void)t;
 	probe_all(p, "GPU does not answer");
 	watch_dir(p);
+	status_update(p);
+}
+
+static void on_stop_fd(struct loop *l, int fd, uint32_t events, void *ud)
+{
+	(void)fd, (void)events, (void)ud;
+	log_info(COMP, "stopping", NULL);
+	loop_stop(l);
 }
 
 static void on_wake(struct loop *l, void *ud)
@@ -1315,24 +1352,30 @@ int dp_run(const struct dp_run_opts *o, struct gpuop_error *err)
 	snprintf(p.kubelet_sock, sizeof(p.kubelet_sock), "%s/%s", p.cfg.plugin_dir,
 		 DP_KUBELET_SOCKET);
 
-	/* Signals arrive through a signalfd on the loop; blocked before any
-	 * thread starts so the workers inherit the mask. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL);
-	sigdelset(&mask, SIGPIPE);
-
 	if (!(p.loop = loop_new(err)))
 		goto out;
-	if ((p.signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
-		error_errno(err, errno, "signalfd");
-		goto out;
+	if (o->embedded) {
+		/* The host process owns the signals; it stops us through stop_fd. */
+		if (loop_add_fd(p.loop, o->stop_fd, LOOP_IN, on_stop_fd, &p, err) < 0)
+			goto out;
+	} else {
+		/* Signals arrive through a signalfd on the loop; blocked before
+		 * any thread starts so the workers inherit the mask. */
+		sigemptyset(&mask);
+		sigaddset(&mask, SIGTERM);
+		sigaddset(&mask, SIGINT);
+		sigaddset(&mask, SIGHUP);
+		sigaddset(&mask, SIGPIPE);
+		pthread_sigmask(SIG_BLOCK, &mask, NULL);
+		sigdelset(&mask, SIGPIPE);
+		if ((p.signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+			error_errno(err, errno, "signalfd");
+			goto out;
+		}
+		if (loop_add_fd(p.loop, p.signal_fd, LOOP_IN, on_signal, &p, err) < 0)
+			goto out;
 	}
-	if (loop_add_fd(p.loop, p.signal_fd, LOOP_IN, on_signal, &p, err) < 0 ||
-	    loop_set_wake(p.loop, on_wake, &p, err) < 0)
+	if (loop_set_wake(p.loop, on_wake, &p, err) < 0)
 		goto out;
 	if (mkdir_p(p.cfg.plugin_dir, 0755, err) < 0) {
 		error_wrap(err, "plugin dir");
@@ -1367,6 +1410,7 @@ int dp_run(const struct dp_run_opts *o, struct gpuop_error *err)
 					      &p);
 	}
 	p.probe = loop_add_timer(p.loop, PROBE_MS, PROBE_MS, on_probe, &p);
+	status_update(&p);
 	log_info(COMP, "running", "plugin_dir", p.cfg.plugin_dir, "config",
 		 p.cfg.config_file[0] ? p.cfg.config_file : "(none)", NULL);
 	rc = loop_run(p.loop, err);

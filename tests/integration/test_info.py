@@ -190,9 +190,31 @@ class NodeTest(GpuopCase):
         spec = os.path.join(self.state, "run", "cdi", "nvidia.yaml")
         self.assertIn(spec, layers["container toolkit"]["detail"])
         self.assertTrue(os.path.exists(os.path.join(self.state, "run", "nvidia", "validations", "toolkit-ready")))
-        self.assertEqual(layers["device plugin"]["state"], "skip")
+        # the device plugin role serves, but no kubelet is there to register with
+        self.assertEqual(layers["device plugin"]["state"], "warn")
+        self.assertIn("serving 4 devices", layers["device plugin"]["detail"])
+        self.assertIn("0 registered with kubelet", layers["device plugin"]["detail"])
+        self.assertEqual(layers["feature discovery"]["state"], "skip")
         self.assertEqual(doc["inventory"]["gpu_count"], 4)
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_device_plugin_registers_with_kubelet(self):
+        # the kubelet stand-in serves the plugin directory gpuop node uses on
+        # a simulated node; the node's device plugin registers there
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from kubelet import Kubelet
+        plugin_dir = os.path.join(self.state, "var", "lib", "kubelet", "device-plugins")
+        os.makedirs(plugin_dir)
+        with Kubelet(plugin_dir) as k:
+            r = self.gpuop("node", "--simulate", "l4x4", "--once", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            layers = {row["layer"]: row for row in json.loads(r.stdout)["readiness"]}
+            self.assertEqual(layers["device plugin"]["state"], "ok", layers["device plugin"])
+            self.assertIn("1 resource registered with kubelet, 4 of 4 devices healthy",
+                          layers["device plugin"]["detail"])
+            # registrations: (time, resource, endpoint, generation)
+            self.assertIn(("nvidia.com/gpu", "nvidia-gpu.sock"),
+                          [(reg[1], reg[2]) for reg in k.registrations])
 
     def test_lost_gpu_fails_health(self):
         self.assertEqual(self.gpuop("sim", "--simulate", "dgx-h100", "inject", "--gpu", "6", "gpu-lost").returncode, 0)
