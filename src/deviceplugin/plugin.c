@@ -48,7 +48,10 @@
 #define PROBE_MS 1000           /* how often NVML is asked whether devices answer */
 #define NVML_RETRY_MS 2000      /* failOnInitError=false: retry NVML this often */
 #define REGISTER_TIMEOUT_MS 5000
-#define RETRY_MIN_MS 250
+/* A restarting kubelet creates kubelet.sock (bind) a moment before it
+ * listens, so the first Register after the inotify event can be refused:
+ * retry soon, then back off to RETRY_MAX_MS for a kubelet that stays away. */
+#define RETRY_MIN_MS 20
 #define RETRY_MAX_MS 30000
 #define EVENT_WAIT_MS 500       /* the event thread checks for stop this often */
 #define QUEUE_LEN 1024
@@ -1340,23 +1343,30 @@ static void plugin_free(struct dp_plugin *p)
 
 int dp_run(const struct dp_run_opts *o, struct gpuop_error *err)
 {
-	struct dp_plugin p = {.o = o, .inotify_fd = -1, .inotify_wd = -1, .signal_fd = -1};
+	/* On the heap: the event queue makes this struct large, and calloc'd
+	 * pages cost memory only once the queue reaches them. */
+	struct dp_plugin *p = calloc(1, sizeof(*p));
 	sigset_t mask;
 	int rc = -1;
 
-	pthread_mutex_init(&p.q.mu, NULL);
-	pthread_mutex_init(&p.reg_mu, NULL);
-	pthread_cond_init(&p.reg_cv, NULL);
-	if (dp_config_load(&p.cfg, o->config_file, o->env, o->ovr, o->novr, err) < 0)
+	if (!p)
+		return error_errno(err, ENOMEM, "starting the device plugin");
+	p->o = o;
+	p->inotify_fd = p->inotify_wd = p->signal_fd = -1;
+
+	pthread_mutex_init(&p->q.mu, NULL);
+	pthread_mutex_init(&p->reg_mu, NULL);
+	pthread_cond_init(&p->reg_cv, NULL);
+	if (dp_config_load(&p->cfg, o->config_file, o->env, o->ovr, o->novr, err) < 0)
 		goto out;
-	snprintf(p.kubelet_sock, sizeof(p.kubelet_sock), "%s/%s", p.cfg.plugin_dir,
+	snprintf(p->kubelet_sock, sizeof(p->kubelet_sock), "%s/%s", p->cfg.plugin_dir,
 		 DP_KUBELET_SOCKET);
 
-	if (!(p.loop = loop_new(err)))
+	if (!(p->loop = loop_new(err)))
 		goto out;
 	if (o->embedded) {
 		/* The host process owns the signals; it stops us through stop_fd. */
-		if (loop_add_fd(p.loop, o->stop_fd, LOOP_IN, on_stop_fd, &p, err) < 0)
+		if (loop_add_fd(p->loop, o->stop_fd, LOOP_IN, on_stop_fd, p, err) < 0)
 			goto out;
 	} else {
 		/* Signals arrive through a signalfd on the loop; blocked before
@@ -1368,55 +1378,56 @@ int dp_run(const struct dp_run_opts *o, struct gpuop_error *err)
 		sigaddset(&mask, SIGPIPE);
 		pthread_sigmask(SIG_BLOCK, &mask, NULL);
 		sigdelset(&mask, SIGPIPE);
-		if ((p.signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+		if ((p->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
 			error_errno(err, errno, "signalfd");
 			goto out;
 		}
-		if (loop_add_fd(p.loop, p.signal_fd, LOOP_IN, on_signal, &p, err) < 0)
+		if (loop_add_fd(p->loop, p->signal_fd, LOOP_IN, on_signal, p, err) < 0)
 			goto out;
 	}
-	if (loop_set_wake(p.loop, on_wake, &p, err) < 0)
+	if (loop_set_wake(p->loop, on_wake, p, err) < 0)
 		goto out;
-	if (mkdir_p(p.cfg.plugin_dir, 0755, err) < 0) {
+	if (mkdir_p(p->cfg.plugin_dir, 0755, err) < 0) {
 		error_wrap(err, "plugin dir");
 		goto out;
 	}
-	if ((p.inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) {
+	if ((p->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) {
 		error_errno(err, errno, "inotify");
 		goto out;
 	}
-	watch_dir(&p);
-	if (p.inotify_wd < 0) {
-		error_errno(err, errno, "watching %s", p.cfg.plugin_dir);
+	watch_dir(p);
+	if (p->inotify_wd < 0) {
+		error_errno(err, errno, "watching %s", p->cfg.plugin_dir);
 		goto out;
 	}
-	if (loop_add_fd(p.loop, p.inotify_fd, LOOP_IN, on_inotify, &p, err) < 0)
+	if (loop_add_fd(p->loop, p->inotify_fd, LOOP_IN, on_inotify, p, err) < 0)
 		goto out;
-	if (pthread_create(&p.reg_thread, NULL, registrar, &p) != 0) {
+	if (pthread_create(&p->reg_thread, NULL, registrar, p) != 0) {
 		error_errno(err, errno, "registration thread");
 		goto out;
 	}
-	p.reg_running = true;
+	p->reg_running = true;
 
-	if (devices_sync(&p, err) < 0) {
-		if (p.cfg.fail_on_init_error || err->domain != GPUOP_ERR_NVML)
+	if (devices_sync(p, err) < 0) {
+		if (p->cfg.fail_on_init_error || err->domain != GPUOP_ERR_NVML)
 			goto out;
 		/* failOnInitError=false: wait for the driver (#414: the plugin
 		 * can start before the driver after a reboot). */
 		log_error(COMP, "NVML unavailable; retrying until the driver is ready", "error",
 			  err->msg, NULL);
 		error_clear(err);
-		p.nvml_retry = loop_add_timer(p.loop, NVML_RETRY_MS, NVML_RETRY_MS, on_nvml_retry,
-					      &p);
+		p->nvml_retry = loop_add_timer(p->loop, NVML_RETRY_MS, NVML_RETRY_MS, on_nvml_retry,
+					      p);
 	}
-	p.probe = loop_add_timer(p.loop, PROBE_MS, PROBE_MS, on_probe, &p);
-	status_update(&p);
-	log_info(COMP, "running", "plugin_dir", p.cfg.plugin_dir, "config",
-		 p.cfg.config_file[0] ? p.cfg.config_file : "(none)", NULL);
-	rc = loop_run(p.loop, err);
+	p->probe = loop_add_timer(p->loop, PROBE_MS, PROBE_MS, on_probe, p);
+	status_update(p);
+	log_info(COMP, "running", "plugin_dir", p->cfg.plugin_dir, "config",
+		 p->cfg.config_file[0] ? p->cfg.config_file : "(none)", NULL);
+	rc = loop_run(p->loop, err);
 out:
 	/* The signals stay blocked: a second SIGTERM during cleanup must not
 	 * kill the process before its sockets are gone. */
-	plugin_free(&p);
+	plugin_free(p);
+	free(p);
 	return rc;
 }
