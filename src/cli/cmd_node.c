@@ -80,11 +80,11 @@ struct node_dp {
 	pthread_t thread;
 	int stop_pipe[2];
 	struct dp_status status;
-	struct dp_override ovr[1];
+	struct dp_override ovr[2];
 	struct dp_run_opts opts;
 	char plugin_dir[PATH_MAX];
 	struct gpuop_error err;
-	volatile int done; /* dp_run returned */
+	int done; /* dp_run returned; atomic */
 	int rc;
 };
 
@@ -344,7 +344,7 @@ static void check_device_plugin(struct node_run *r, struct chk_result *res)
 		set(res, CHK_SKIP, NULL, "not checked: NVML unavailable");
 		return;
 	}
-	if (d->done && d->rc < 0) {
+	if (__atomic_load_n(&d->done, __ATOMIC_ACQUIRE) && d->rc < 0) {
 		set(res, CHK_FAIL, "see the device plugin's log lines", "stopped: %s", d->err.msg);
 		return;
 	}
@@ -594,6 +594,8 @@ static bool periodic_check(struct node_run *r, bool *nvml_down)
 	return rebuild;
 }
 
+static void reload_device_plugin(struct node_dp *d);
+
 #define CHECK_INTERVAL_S 2
 #define WAIT_MS 500
 
@@ -635,11 +637,16 @@ static int run_loop(struct node_run *r)
 		if (!reload_requested && now.tv_sec - last_check.tv_sec < CHECK_INTERVAL_S)
 			continue;
 		last_check = now;
+		bool was_down = nvml_down;
 		if (periodic_check(r, &nvml_down) || reload_requested) {
 			free_events(r, &set);
 			set = watch_events(r);
 			sync_toolkit(r);
 		}
+		/* The plugin tracks health itself; it rescans on SIGHUP and when
+		 * the driver comes back (a new driver may bring new devices). */
+		if (reload_requested || (was_down && !nvml_down))
+			reload_device_plugin(r->dp);
 		if (reload_requested) {
 			reload_requested = 0;
 			report(r, false, NULL);
@@ -678,7 +685,7 @@ static void *dp_thread(void *arg)
 	d->rc = dp_run(&d->opts, &d->err);
 	if (d->rc < 0)
 		log_error(COMP, "device plugin stopped", "error", d->err.msg, NULL);
-	d->done = 1;
+	__atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -700,6 +707,8 @@ static struct node_dp *start_device_plugin(struct gpuop_ctx *ctx)
 		snprintf(d->plugin_dir, sizeof(d->plugin_dir), "/var/lib/kubelet/device-plugins");
 	const char *env_dir = getenv("DP_PLUGIN_DIR");
 	d->ovr[0] = (struct dp_override){"plugin-dir", env_dir && *env_dir ? env_dir : d->plugin_dir};
+	/* A node that boots before its driver: keep trying, don't give up. */
+	d->ovr[1] = (struct dp_override){"fail-on-init-error", "false"};
 	d->opts = (struct dp_run_opts){
 		.embedded = true,
 		.stop_fd = d->stop_pipe[0],
@@ -710,7 +719,7 @@ static struct node_dp *start_device_plugin(struct gpuop_ctx *ctx)
 		.dev_root = ctx_dev_root(ctx),
 		.env = node_getenv,
 		.ovr = d->ovr,
-		.novr = 1,
+		.novr = 2,
 	};
 	if (pthread_create(&d->thread, NULL, dp_thread, d) != 0) {
 		close(d->stop_pipe[0]);
@@ -720,7 +729,7 @@ static struct node_dp *start_device_plugin(struct gpuop_ctx *ctx)
 	}
 	/* Give it a moment to serve and to find kubelet, so the first report
 	 * says something true. */
-	for (int i = 0; i < 100 && !d->done; i++) {
+	for (int i = 0; i < 100 && !__atomic_load_n(&d->done, __ATOMIC_ACQUIRE); i++) {
 		pthread_mutex_lock(&d->status.mu);
 		bool up = d->status.running && (d->status.registered == d->status.resources);
 		pthread_mutex_unlock(&d->status.mu);
@@ -731,12 +740,22 @@ static struct node_dp *start_device_plugin(struct gpuop_ctx *ctx)
 	return d;
 }
 
+/* SIGHUP, or a change in the GPUs: the plugin rescans and reloads. */
+static void reload_device_plugin(struct node_dp *d)
+{
+	char r = DP_CTL_RELOAD;
+	if (d && write(d->stop_pipe[1], &r, 1) < 0) {
+		/* a full pipe already holds a reload */
+	}
+}
+
 static void stop_device_plugin(struct node_dp *d)
 {
 	if (!d)
 		return;
-	if (write(d->stop_pipe[1], "x", 1) < 0) {
-		/* the pipe cannot be full: one byte, read never */
+	char stop = DP_CTL_STOP;
+	if (write(d->stop_pipe[1], &stop, 1) < 0) {
+		/* the pipe cannot be full: the plugin reads every byte */
 	}
 	pthread_join(d->thread, NULL);
 	close(d->stop_pipe[0]);
@@ -813,10 +832,9 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 		.validations_dir = r.validations,
 	};
 	sync_toolkit(&r);
-	if (r.node) {
-		signal(SIGPIPE, SIG_IGN); /* a kubelet that hangs up is the plugin's business */
-		r.dp = start_device_plugin(ctx);
-	}
+	/* Started even without NVML: it waits for the driver itself. */
+	signal(SIGPIPE, SIG_IGN); /* a kubelet that hangs up is the plugin's business */
+	r.dp = start_device_plugin(ctx);
 
 	int failed;
 	if (json) {

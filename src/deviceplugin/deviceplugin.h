@@ -276,12 +276,15 @@ struct dp_status {
 	char plugin_dir[PATH_MAX];
 };
 
+#define DP_CTL_RELOAD 'r'
+#define DP_CTL_STOP 'x'
+
 struct dp_run_opts {
 	/* Embedded in another role's process: signals stay with the host,
 	 * and the plugin stops when stop_fd becomes readable.  Stand-alone
 	 * (false): SIGTERM/SIGINT stop it, SIGHUP reloads. */
 	bool embedded;
-	int stop_fd;
+	int stop_fd; /* bytes: DP_CTL_RELOAD rescans and reloads; DP_CTL_STOP stops */
 	struct dp_status *status; /* NULL, or kept current as above */
 	dp_open_nvml_fn open_nvml;
 	void *open_ud;

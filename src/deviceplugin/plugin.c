@@ -1072,11 +1072,30 @@ static void on_probe(struct loop *l, struct loop_timer *t, void *ud)
 	status_update(p);
 }
 
+static void reload(struct dp_plugin *p);
+
+/* Embedded: the host writes DP_CTL_RELOAD (its SIGHUP, or a change it saw
+ * in the GPUs) or DP_CTL_STOP. */
 static void on_stop_fd(struct loop *l, int fd, uint32_t events, void *ud)
 {
-	(void)fd, (void)events, (void)ud;
-	log_info(COMP, "stopping", NULL);
-	loop_stop(l);
+	struct dp_plugin *p = ud;
+	char cmd[16];
+	ssize_t n = read(fd, cmd, sizeof(cmd));
+	(void)events;
+
+	for (ssize_t i = 0; i < n; i++) {
+		if (cmd[i] == DP_CTL_RELOAD) {
+			log_info(COMP, "reloading the configuration and rescanning the GPUs", NULL);
+			reload(p);
+		} else {
+			log_info(COMP, "stopping", NULL);
+			loop_stop(l);
+			return;
+		}
+	}
+	if (n == 0) { /* the host's end is gone */
+		loop_stop(l);
+	}
 }
 
 static void on_wake(struct loop *l, void *ud)
@@ -1172,10 +1191,15 @@ static int devices_sync(struct dp_plugin *p, struct gpuop_error *err)
 	p->node = node;
 	p->units = NULL;
 	if (units_build(p, old_units, old_base, old_node, err) < 0) {
-		free(old_units);
-		free(old_base);
-		gpu_node_free(old_node);
+		/* Keep serving what we had, with its health and its events. */
+		free(p->units);
+		free(p->unit_base);
+		p->units = old_units;
+		p->unit_base = old_base;
+		p->node = old_node;
+		gpu_node_free(node);
 		dp_resources_free(&res);
+		events_start(p);
 		return -1;
 	}
 	free(old_units);
@@ -1305,6 +1329,12 @@ static void on_signal(struct loop *l, int fd, uint32_t events, void *ud)
 static void plugin_free(struct dp_plugin *p)
 {
 	events_stop(p);
+	/* Shut every server down first: their sockets go, kubelet sees the
+	 * streams end and marks the devices unhealthy until we are back, and a
+	 * Register in flight fails at once (kubelet cannot dial us back)
+	 * instead of holding the join below for its whole timeout. */
+	for (size_t i = 0; i < p->nsrvs; i++)
+		srv_stop(p->srvs[i]);
 	if (p->reg_running) {
 		pthread_mutex_lock(&p->reg_mu);
 		p->reg_stop = true;
@@ -1315,10 +1345,7 @@ static void plugin_free(struct dp_plugin *p)
 	for (size_t i = 0; i < p->njobs; i++)
 		free(p->jobs[i].req);
 	free(p->jobs);
-	/* Shut every server down: their sockets go, kubelet sees the streams
-	 * end and marks the devices unhealthy until we are back. */
 	for (size_t i = 0; i < p->nsrvs; i++) {
-		srv_stop(p->srvs[i]);
 		free(p->srvs[i]->streams);
 		free(p->srvs[i]);
 	}

@@ -223,7 +223,9 @@ size_t dp_preferred(const struct dp_alloc_env *env, const struct dp_resource *re
 	size_t n = filter(env, res, avail, navail, picks, nm);
 	if (nm >= size || n <= size) {
 		size_t k = 0;
-		for (size_t i = 0; i < n && (i < nm || k < size); i++)
+		/* Never more than asked for, even when must_include (which kubelet
+		 * keeps within the size) has more. */
+		for (size_t i = 0; i < n && k < size; i++)
 			out[k++] = picks[i].id;
 		return k;
 	}

@@ -89,8 +89,9 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 	} else if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0) {
 		int st;
 		/* An out-of-range code is UNKNOWN, as the spec says. */
-		u->grpc_status =
-			parse_int(value, valuelen, 10000, &st) == 0 ? st : GRPC_STATUS_UNKNOWN;
+		u->grpc_status = parse_int(value, valuelen, GRPC_STATUS_UNAUTHENTICATED, &st) == 0
+					 ? st
+					 : GRPC_STATUS_UNKNOWN;
 	} else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0) {
 		grpc_message_decode((const char *)value, valuelen, u->message, sizeof(u->message));
 	}

@@ -653,6 +653,16 @@ static int containerd_configure(const struct runtime_opts *o, struct runtime_pla
 			text_free(&db);
 			goto done;
 		}
+		/* A backup is there already and holds something else: writing
+		 * over this file would lose it. */
+		if (db.data && (db.len != drop.len || memcmp(db.data, drop.data, drop.len) != 0)) {
+			error_set(err, GPUOP_ERR_GENERIC, 0,
+				  "%s is not gpuop's and %s already holds another file: move one of "
+				  "them away, then run this again",
+				  p->drop_in, bpath);
+			text_free(&db);
+			goto done;
+		}
 		text_free(&db);
 	}
 	if (plan_add(plan, p->drop_in, CHANGE_WRITE, &drop, out.data, out.len,
@@ -987,14 +997,24 @@ int runtime_plan_apply(const struct runtime_plan *plan, struct gpuop_error *err)
 				return error_errno(err, errno, "removing %s", c->path);
 			continue;
 		}
-		char dir[PATH_MAX];
-		const char *slash = strrchr(c->path, '/');
-		if (slash && slash != c->path) {
-			snprintf(dir, sizeof(dir), "%.*s", (int)(slash - c->path), c->path);
+		char dir[PATH_MAX], real[PATH_MAX];
+		const char *target = c->path;
+		/* A config that is a symlink (a config manager's, a distribution's)
+		 * is edited where it points: renaming over the link would replace
+		 * it with a plain file and cut it loose from its owner. */
+		struct stat st;
+		if (lstat(c->path, &st) == 0 && S_ISLNK(st.st_mode)) {
+			if (!realpath(c->path, real))
+				return error_errno(err, errno, "resolving the symlink %s", c->path);
+			target = real;
+		}
+		const char *slash = strrchr(target, '/');
+		if (slash && slash != target) {
+			snprintf(dir, sizeof(dir), "%.*s", (int)(slash - target), target);
 			if (mkdir_p(dir, 0755, err) < 0)
 				return -1;
 		}
-		if (atomic_write_file(c->path, c->new_text, c->new_len, c->mode, err) < 0)
+		if (atomic_write_file(target, c->new_text, c->new_len, c->mode, err) < 0)
 			return -1;
 	}
 	return 0;

@@ -308,6 +308,16 @@ class NodeTest(GpuopCase):
         self.assertNotIn("running on a simulated node", r.stderr)
         self.assertIn("initialising NVML", r.stderr)
 
+    def test_sighup_reaches_the_device_plugin(self):
+        p = self.start_node()
+        try:
+            p.send_signal(signal.SIGHUP)
+            ev = self.read_until(p, lambda e: e.get("component") == "device-plugin"
+                                 and "rescanning" in e.get("msg", ""), 5)
+            self.assertIsNotNone(ev, "SIGHUP did not reach the embedded device plugin")
+        finally:
+            self.stop(p)
+
     def test_running_node_sees_injected_faults(self):
         p = self.start_node()
         try:

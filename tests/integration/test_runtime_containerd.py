@@ -113,6 +113,47 @@ class ContainerdTest(RuntimeCase):
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertNotIn("runtimes.nvidia]", d.stdout)
 
+    def test_symlinked_config_stays_a_symlink(self):
+        # configuration managers often install config.toml as a link: the
+        # edit goes where it points, the link stays
+        orig = self.write_default()
+        real_dir = os.path.join(self.dir, "managed")
+        os.makedirs(real_dir)
+        real = os.path.join(real_dir, "config.toml")
+        os.rename(self.config, real)
+        os.symlink(real, self.config)
+        r = self.configure("--set-as-default")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.islink(self.config), "configure replaced the symlink")
+        with open(real) as f:
+            self.assertIn(os.path.dirname(self.dropin), f.read())
+        self.assertEqual(self.dump().returncode, 0)
+        r = self.gpuop("unconfigure", "--runtime", "containerd", "--config", self.config,
+                       "--drop-in", self.dropin)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.islink(self.config), "unconfigure replaced the symlink")
+        with open(real) as f:
+            self.assertEqual(f.read(), orig)
+
+    def test_second_foreign_dropin_is_not_overwritten(self):
+        os.makedirs(os.path.dirname(self.dropin))
+        with open(self.dropin, "w") as f:
+            f.write("# someone's first file\n")
+        self.assertEqual(self.configure().returncode, 0)
+        self.assertEqual(self.gpuop("unconfigure", "--runtime", "containerd", "--config", self.config,
+                                    "--drop-in", self.dropin).returncode, 0)
+        # the backup came back; now a different foreign file appears while
+        # an old backup is still around
+        with open(self.dropin + ".gpuop-backup", "w") as f:
+            f.write("# an old backup\n")
+        with open(self.dropin, "w") as f:
+            f.write("# someone's second file\n")
+        r = self.configure()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("already holds another file", r.stderr)
+        with open(self.dropin) as f:
+            self.assertEqual(f.read(), "# someone's second file\n")
+
     def test_no_config_file(self):
         r = self.configure("--set-as-default")
         self.assertEqual(r.returncode, 0, r.stderr)
