@@ -247,7 +247,10 @@ static void test_timer_periodic_cancel_self(void **state)
 	assert_non_null(p.self);
 	run(l);
 	assert_int_equal(p.ticks, 5); /* the 100 ms wait after cancelling saw no tick */
-	assert_true(p.last - p.first >= 4 * 20);
+	/* Ticks keep their schedule (5, 25, 45, 65, 85 ms): a late first tick
+	 * (a loaded machine, a sanitizer build) shortens only the span from
+	 * it, by less than one period, or shifts the whole schedule later. */
+	assert_true(p.last - p.first >= 3 * 20);
 	loop_free(l);
 }
 
