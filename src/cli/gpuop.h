@@ -85,6 +85,7 @@ int cmd_cdi_audit(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_err
 int cmd_cdi_hook(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_runtime(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_device_plugin(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_exporter(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_toolkit(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 
 #endif
