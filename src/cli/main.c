@@ -36,12 +36,14 @@ static void usage(FILE *out)
 		     "Usage: gpuop [global options] <command> [options]\n\nCommands:\n",
 		GPUOP_VERSION);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+		fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\n%s\nExamples:\n"
 		     "  gpuop info                          the GPUs of this node\n"
 		     "  gpuop info --simulate dgx-h100      the same on a simulated DGX H100\n"
 		     "  gpuop node --or-simulate dgx-h100   run the node stack (what `make run` does)\n"
-		     "  gpuop sim inject --gpu 3 xid 79     make simulated GPU 3 fall off the bus\n\n"
+		     "  gpuop sim inject --gpu 3 xid 79     make simulated GPU 3 fall off the bus\n"
+		     "  gpuop cdi generate                  the CDI spec for this node's GPUs\n"
+		     "  gpuop device-plugin                 advertise the GPUs to kubelet\n\n"
 		     "Run 'gpuop <command> --help' for a command's options.\n",
 		global_opts_help);
 }
