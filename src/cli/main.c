@@ -28,6 +28,7 @@ static const struct command {
 	{"toolkit", cmd_toolkit, "the container toolkit role: runtime set up for CDI, CDI spec kept current"},
 	{"runtime", cmd_runtime, "container runtime (containerd, CRI-O, k3s, RKE2, k0s): GPU handler via CDI"},
 	{"device-plugin", cmd_device_plugin, "kubelet device plugin: nvidia.com/gpu and MIG resources, health, CDI allocation"},
+	{"exporter", cmd_exporter, "Prometheus GPU metrics (dcgm-exporter names) with pod attribution and telemetry health"},
 };
 
 static void usage(FILE *out)

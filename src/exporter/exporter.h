@@ -28,6 +28,19 @@ int exp_collectors_parse(const char *text, size_t len, const char *name,
 			 struct exp_collectors **out, struct gpuop_error *err);
 void exp_collectors_free(struct exp_collectors *c);
 
+/* The metric table, for docs and `--help`: row i, or NULL past the end.
+ * type is "gauge", "counter" or "label"; source says how NVML gives it;
+ * per_mig: also reported per MIG device (GPU_I_PROFILE, GPU_I_ID labels). */
+struct exp_metric_info {
+	const char *name;
+	unsigned int dcgm_id;
+	const char *type;
+	const char *help;
+	const char *source;
+	bool per_mig;
+};
+const struct exp_metric_info *exp_metric_info(size_t i);
+
 /* Pod attribution: device ID (GPU UUID, MIG UUID, or UUID::n) -> pod. */
 struct exp_pod {
 	char device_id[128];
@@ -45,7 +58,10 @@ void exp_pods_free(struct exp_pods *p);
 struct exp_state;
 struct exp_state *exp_state_new(uint64_t xid_window_ms);
 void exp_state_free(struct exp_state *st);
-/* Called from the NVML event path (any thread): an XID on GPU index gpu. */
+/* The clock of XID times and windows: CLOCK_MONOTONIC in milliseconds. */
+uint64_t exp_now_ms(void);
+/* Called from the NVML event path (any thread): an XID on GPU index gpu,
+ * now_ms from exp_now_ms().  xid_window_ms 0 = dcgm-exporter's 300000. */
 void exp_state_record_xid(struct exp_state *st, unsigned int gpu, unsigned long long xid,
 			  uint64_t now_ms);
 
@@ -53,6 +69,7 @@ struct exp_collect_opts {
 	const char *hostname;      /* Hostname label */
 	const struct exp_pods *pods; /* NULL = no pod labels */
 	bool pods_up;              /* gpuop_exporter_pod_attribution_up */
+	uint64_t now_ms;           /* XID window reference; 0 = exp_now_ms() */
 };
 
 /* One pass: read every chosen metric for every GPU and MIG device in node
