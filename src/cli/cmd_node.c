@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "cdi/toolkit.h"
 #include "deviceplugin/deviceplugin.h"
+#include "exporter/serve.h"
 #include "cli/gpuop.h"
 #include "gpu/gpu.h"
 
@@ -72,20 +73,47 @@ struct node_run {
 	bool tk_ran;
 	char spec_path[PATH_MAX];
 	char validations[PATH_MAX];
-	/* the device plugin role, on its own thread and loop */
+	/* the device plugin and exporter roles, each on its own thread and loop */
 	struct node_dp *dp;
+	struct node_exp *exp;
 };
 
-struct node_dp {
+/* A role that runs on its own thread and loop, driven by bytes on a pipe:
+ * ROLE_RELOAD rescans and reloads, ROLE_STOP stops (what dp_run and
+ * exp_serve_run read when embedded). */
+#define ROLE_RELOAD 'r'
+#define ROLE_STOP 'x'
+_Static_assert(ROLE_RELOAD == DP_CTL_RELOAD && ROLE_RELOAD == EXP_CTL_RELOAD &&
+		       ROLE_STOP == DP_CTL_STOP && ROLE_STOP == EXP_CTL_STOP,
+	       "embedded roles share one control protocol");
+
+struct node_role {
+	const char *name;
+	int (*run)(struct node_role *role); /* the role's own run function */
 	pthread_t thread;
-	int stop_pipe[2];
+	int ctl[2];
+	int done; /* run returned; atomic */
+	int rc;
+	struct gpuop_error err;
+};
+
+static bool role_failed(struct node_role *role)
+{
+	return __atomic_load_n(&role->done, __ATOMIC_ACQUIRE) && role->rc < 0;
+}
+
+struct node_dp {
+	struct node_role role;
 	struct dp_status status;
 	struct dp_override ovr[2];
 	struct dp_run_opts opts;
 	char plugin_dir[PATH_MAX];
-	struct gpuop_error err;
-	int done; /* dp_run returned; atomic */
-	int rc;
+};
+
+struct node_exp {
+	struct node_role role;
+	struct exp_status status;
+	struct exp_run_opts opts;
 };
 
 static void set(struct chk_result *r, enum chk_state s, const char *fix, const char *fmt, ...)
@@ -344,8 +372,9 @@ static void check_device_plugin(struct node_run *r, struct chk_result *res)
 		set(res, CHK_SKIP, NULL, "not checked: NVML unavailable");
 		return;
 	}
-	if (__atomic_load_n(&d->done, __ATOMIC_ACQUIRE) && d->rc < 0) {
-		set(res, CHK_FAIL, "see the device plugin's log lines", "stopped: %s", d->err.msg);
+	if (role_failed(&d->role)) {
+		set(res, CHK_FAIL, "see the device plugin's log lines", "stopped: %s",
+		    d->role.err.msg);
 		return;
 	}
 	pthread_mutex_lock(&d->status.mu);
@@ -364,6 +393,32 @@ static void check_device_plugin(struct node_run *r, struct chk_result *res)
 		    "(no kubelet.sock there: not a Kubernetes node?)",
 		    st.devices, st.resources, st.resources == 1 ? "" : "s", st.plugin_dir,
 		    st.registered);
+}
+
+static void check_exporter(struct node_run *r, struct chk_result *res)
+{
+	struct node_exp *x = r->exp;
+
+	if (!x) {
+		set(res, CHK_SKIP, NULL, "not checked: the exporter did not start");
+		return;
+	}
+	if (role_failed(&x->role)) {
+		set(res, CHK_FAIL, "choose a free address with GPUOP_EXPORTER_LISTEN",
+		    "stopped: %s", x->role.err.msg);
+		return;
+	}
+	pthread_mutex_lock(&x->status.mu);
+	struct exp_status st = x->status;
+	pthread_mutex_unlock(&x->status.mu);
+	if (!st.running)
+		set(res, CHK_WARN, NULL, "starting");
+	else if (st.problem[0] || !st.last_ok_ms)
+		set(res, CHK_WARN, "see the exporter's log lines", "serving http://%s/metrics; "
+		    "last collection: %s", st.address, st.problem[0] ? st.problem : "none yet");
+	else
+		set(res, CHK_OK, NULL, "serving http://%s/metrics for %zu GPUs every %llu ms",
+		    st.address, st.gpus, (unsigned long long)st.interval_ms);
 }
 
 static void check_not_built(struct node_run *r, struct chk_result *res)
@@ -386,7 +441,7 @@ static const struct check {
 	{"container toolkit", check_toolkit},
 	{"device plugin", check_device_plugin},
 	{"feature discovery", check_not_built},
-	{"exporter", check_not_built},
+	{"exporter", check_exporter},
 };
 
 static int refresh(struct node_run *r)
@@ -594,7 +649,7 @@ static bool periodic_check(struct node_run *r, bool *nvml_down)
 	return rebuild;
 }
 
-static void reload_device_plugin(struct node_dp *d);
+static void reload_roles(struct node_run *r);
 
 #define CHECK_INTERVAL_S 2
 #define WAIT_MS 500
@@ -646,7 +701,7 @@ static int run_loop(struct node_run *r)
 		/* The plugin tracks health itself; it rescans on SIGHUP and when
 		 * the driver comes back (a new driver may bring new devices). */
 		if (reload_requested || (was_down && !nvml_down))
-			reload_device_plugin(r->dp);
+			reload_roles(r);
 		if (reload_requested) {
 			reload_requested = 0;
 			report(r, false, NULL);
@@ -678,15 +733,53 @@ static const char *node_getenv(const char *name)
 	return getenv(name);
 }
 
-static void *dp_thread(void *arg)
+static void *role_thread(void *arg)
 {
-	struct node_dp *d = arg;
+	struct node_role *role = arg;
 
-	d->rc = dp_run(&d->opts, &d->err);
-	if (d->rc < 0)
-		log_error(COMP, "device plugin stopped", "error", d->err.msg, NULL);
-	__atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
+	role->rc = role->run(role);
+	if (role->rc < 0)
+		log_error(COMP, "role stopped", "role", role->name, "error", role->err.msg, NULL);
+	__atomic_store_n(&role->done, 1, __ATOMIC_RELEASE);
 	return NULL;
+}
+
+/* The control pipe first (the role's options name its read end), then
+ * role_launch() once the options are complete. */
+static int role_open(struct node_role *role)
+{
+	return pipe2(role->ctl, O_CLOEXEC);
+}
+
+static int role_launch(struct node_role *role)
+{
+	if (pthread_create(&role->thread, NULL, role_thread, role) != 0) {
+		close(role->ctl[0]);
+		close(role->ctl[1]);
+		return -1;
+	}
+	return 0;
+}
+
+static void role_send(struct node_role *role, char c)
+{
+	if (write(role->ctl[1], &c, 1) < 0) {
+		/* a full pipe already holds a request the role will act on */
+	}
+}
+
+static void role_stop(struct node_role *role)
+{
+	role_send(role, ROLE_STOP);
+	pthread_join(role->thread, NULL);
+	close(role->ctl[0]);
+	close(role->ctl[1]);
+}
+
+static int run_device_plugin(struct node_role *role)
+{
+	struct node_dp *d = (struct node_dp *)role;
+	return dp_run(&d->opts, &role->err);
 }
 
 /* The device plugin role: kubelet's plugin directory on a real node, the
@@ -695,10 +788,8 @@ static struct node_dp *start_device_plugin(struct gpuop_ctx *ctx)
 {
 	struct node_dp *d = calloc(1, sizeof(*d));
 
-	if (!d || pipe2(d->stop_pipe, O_CLOEXEC) < 0) {
-		free(d);
+	if (!d)
 		return NULL;
-	}
 	pthread_mutex_init(&d->status.mu, NULL);
 	if (ctx->simulated)
 		snprintf(d->plugin_dir, sizeof(d->plugin_dir),
@@ -709,9 +800,14 @@ static struct node_dp *start_device_plugin(struct gpuop_ctx *ctx)
 	d->ovr[0] = (struct dp_override){"plugin-dir", env_dir && *env_dir ? env_dir : d->plugin_dir};
 	/* A node that boots before its driver: keep trying, don't give up. */
 	d->ovr[1] = (struct dp_override){"fail-on-init-error", "false"};
+	d->role = (struct node_role){.name = "device-plugin", .run = run_device_plugin};
+	if (role_open(&d->role) < 0) {
+		free(d);
+		return NULL;
+	}
 	d->opts = (struct dp_run_opts){
 		.embedded = true,
-		.stop_fd = d->stop_pipe[0],
+		.stop_fd = d->role.ctl[0],
 		.status = &d->status,
 		.open_nvml = node_open_nvml,
 		.open_ud = ctx,
@@ -721,47 +817,93 @@ static struct node_dp *start_device_plugin(struct gpuop_ctx *ctx)
 		.ovr = d->ovr,
 		.novr = 2,
 	};
-	if (pthread_create(&d->thread, NULL, dp_thread, d) != 0) {
-		close(d->stop_pipe[0]);
-		close(d->stop_pipe[1]);
+	if (role_launch(&d->role) < 0) {
 		free(d);
 		return NULL;
-	}
-	/* Give it a moment to serve and to find kubelet, so the first report
-	 * says something true. */
-	for (int i = 0; i < 100 && !__atomic_load_n(&d->done, __ATOMIC_ACQUIRE); i++) {
-		pthread_mutex_lock(&d->status.mu);
-		bool up = d->status.running && (d->status.registered == d->status.resources);
-		pthread_mutex_unlock(&d->status.mu);
-		if (up)
-			break;
-		usleep(10 * 1000);
 	}
 	return d;
 }
 
-/* SIGHUP, or a change in the GPUs: the plugin rescans and reloads. */
-static void reload_device_plugin(struct node_dp *d)
+static int run_exporter(struct node_role *role)
 {
-	char r = DP_CTL_RELOAD;
-	if (d && write(d->stop_pipe[1], &r, 1) < 0) {
-		/* a full pipe already holds a reload */
+	struct node_exp *x = (struct node_exp *)role;
+	return exp_serve_run(&x->opts, &role->err);
+}
+
+/* The exporter role, on GPUOP_EXPORTER_LISTEN (default :9400). */
+static struct node_exp *start_exporter(struct gpuop_ctx *ctx)
+{
+	struct node_exp *x = calloc(1, sizeof(*x));
+	const char *listen = getenv("GPUOP_EXPORTER_LISTEN");
+
+	if (!x)
+		return NULL;
+	pthread_mutex_init(&x->status.mu, NULL);
+	x->role = (struct node_role){.name = "exporter", .run = run_exporter};
+	if (role_open(&x->role) < 0) {
+		free(x);
+		return NULL;
+	}
+	x->opts = (struct exp_run_opts){
+		.embedded = true,
+		.stop_fd = x->role.ctl[0],
+		.status = &x->status,
+		.open_nvml = node_open_nvml,
+		.open_ud = ctx,
+		.listen = listen && *listen ? listen : NULL,
+	};
+	if (role_launch(&x->role) < 0) {
+		free(x);
+		return NULL;
+	}
+	return x;
+}
+
+/* Give the roles a moment to serve (and the plugin to find kubelet), so the
+ * first report says something true. */
+static void wait_roles_up(struct node_run *r)
+{
+	for (int i = 0; i < 100; i++) {
+		bool dp_up = !r->dp || __atomic_load_n(&r->dp->role.done, __ATOMIC_ACQUIRE);
+		bool exp_up = !r->exp || __atomic_load_n(&r->exp->role.done, __ATOMIC_ACQUIRE);
+		if (r->dp && !dp_up) {
+			pthread_mutex_lock(&r->dp->status.mu);
+			dp_up = r->dp->status.running &&
+				r->dp->status.registered == r->dp->status.resources;
+			pthread_mutex_unlock(&r->dp->status.mu);
+		}
+		if (r->exp && !exp_up) {
+			pthread_mutex_lock(&r->exp->status.mu);
+			exp_up = r->exp->status.running && r->exp->status.last_ok_ms;
+			pthread_mutex_unlock(&r->exp->status.mu);
+		}
+		if (dp_up && exp_up)
+			return;
+		usleep(10 * 1000);
 	}
 }
 
-static void stop_device_plugin(struct node_dp *d)
+/* SIGHUP, or the driver back: the roles rescan and reload. */
+static void reload_roles(struct node_run *r)
 {
-	if (!d)
-		return;
-	char stop = DP_CTL_STOP;
-	if (write(d->stop_pipe[1], &stop, 1) < 0) {
-		/* the pipe cannot be full: the plugin reads every byte */
+	if (r->dp)
+		role_send(&r->dp->role, ROLE_RELOAD);
+	if (r->exp)
+		role_send(&r->exp->role, ROLE_RELOAD);
+}
+
+static void stop_roles(struct node_run *r)
+{
+	if (r->dp) {
+		role_stop(&r->dp->role);
+		pthread_mutex_destroy(&r->dp->status.mu);
+		free(r->dp);
 	}
-	pthread_join(d->thread, NULL);
-	close(d->stop_pipe[0]);
-	close(d->stop_pipe[1]);
-	pthread_mutex_destroy(&d->status.mu);
-	free(d);
+	if (r->exp) {
+		role_stop(&r->exp->role);
+		pthread_mutex_destroy(&r->exp->status.mu);
+		free(r->exp);
+	}
 }
 
 int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err)
@@ -835,6 +977,8 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 	/* Started even without NVML: it waits for the driver itself. */
 	signal(SIGPIPE, SIG_IGN); /* a kubelet that hangs up is the plugin's business */
 	r.dp = start_device_plugin(ctx);
+	r.exp = start_exporter(ctx);
+	wait_roles_up(&r);
 
 	int failed;
 	if (json) {
@@ -857,7 +1001,7 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 	fflush(stdout);
 	if (!once)
 		run_loop(&r);
-	stop_device_plugin(r.dp);
+	stop_roles(&r);
 	gpu_node_free(r.node);
 	nvml_close(r.nvml);
 	return once && failed ? 1 : 0;

@@ -42,6 +42,8 @@ class GpuopCase(unittest.TestCase):
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith(("GPUOP_SIMULATE", "GPUOP_NVML_LIB", "NVIDIA_DRIVER_ROOT", "NVIDIA_DEV_ROOT"))}
         self.env["GPUOP_SIM_STATE"] = self.state
+        # gpuop node's exporter on a free port: tests run in parallel
+        self.env["GPUOP_EXPORTER_LISTEN"] = "127.0.0.1:0"
 
     def tearDown(self):
         shutil.rmtree(self.state, ignore_errors=True)
@@ -195,6 +197,8 @@ class NodeTest(GpuopCase):
         self.assertIn("serving 4 devices", layers["device plugin"]["detail"])
         self.assertIn("0 registered with kubelet", layers["device plugin"]["detail"])
         self.assertEqual(layers["feature discovery"]["state"], "skip")
+        self.assertEqual(layers["exporter"]["state"], "ok", layers["exporter"])
+        self.assertRegex(layers["exporter"]["detail"], r"serving http://127\.0\.0\.1:\d+/metrics for 4 GPUs")
         self.assertEqual(doc["inventory"]["gpu_count"], 4)
         self.assertEqual(r.returncode, 0, r.stderr)
 
@@ -307,6 +311,28 @@ class NodeTest(GpuopCase):
         self.assertEqual(r.returncode, 1)
         self.assertNotIn("running on a simulated node", r.stderr)
         self.assertIn("initialising NVML", r.stderr)
+
+    def test_node_serves_metrics(self):
+        import urllib.request
+        p = self.start_node()
+        try:
+            # logged before "watching GPU health", which start_node waited for
+            seen = [json.loads(l) for l in self.stderr_seen]
+            ev = next((e for e in seen if e.get("component") == "exporter"
+                       and e.get("msg") == "listening"), None)
+            self.assertIsNotNone(ev, "the exporter role did not start")
+            deadline = time.time() + 10
+            body = ""
+            while time.time() < deadline and "DCGM_FI_DEV_GPU_TEMP{" not in body:
+                try:
+                    body = urllib.request.urlopen(f"http://{ev['addr']}/metrics", timeout=5).read().decode()
+                except OSError:
+                    time.sleep(0.2)
+            temps = [l for l in body.splitlines() if l.startswith("DCGM_FI_DEV_GPU_TEMP{")]
+            self.assertEqual(len(temps), 8, body[:500])
+            self.assertIn('modelName="NVIDIA H100 80GB HBM3"', temps[0])
+        finally:
+            self.stop(p)
 
     def test_sighup_reaches_the_device_plugin(self):
         p = self.start_node()
