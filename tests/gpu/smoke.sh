@@ -71,8 +71,16 @@ else
   check "binding tests against the real libnvidia-ml.so.1" 1 "test_nvml_real not built"
 fi
 
-"$GPUOP" node --once >/tmp/gpuop-node.txt 2>&1
-check "gpuop node --once readiness" $? "$(grep -E '^\s+\[(FAIL|warn)' /tmp/gpuop-node.txt | head -3 | tr -s ' ')"
+# The node's plugin socket dir and exporter port stay private to this run.
+mkdir -p /tmp/gpuop-smoke-dp
+DP_PLUGIN_DIR=/tmp/gpuop-smoke-dp GPUOP_EXPORTER_LISTEN=127.0.0.1:0 \
+  "$GPUOP" node --once >/tmp/gpuop-node.txt 2>&1
+check "gpuop node --once readiness" $? "$(grep -E '^ +\[(FAIL|warn)' /tmp/gpuop-node.txt | head -3 | tr -s ' ')"
+
+# A CDI spec for the real GPUs, checked against the CDI rules.
+"$GPUOP" cdi generate --output /tmp/gpuop-smoke-cdi.yaml 2>/tmp/gpuop-cdi.err &&
+  "$GPUOP" cdi validate /tmp/gpuop-smoke-cdi.yaml
+check "gpuop cdi generate + validate (real driver root)" $? "$(head -c 300 /tmp/gpuop-cdi.err)"
 sed -n '/Readiness/,$p' /tmp/gpuop-node.txt
 
 echo "smoke finished in $(( $(date +%s) - start )) s"
