@@ -91,6 +91,7 @@ struct node_role {
 	const char *name;
 	int (*run)(struct node_role *role); /* the role's own run function */
 	pthread_t thread;
+	bool joinable; /* thread was created and not joined yet */
 	int ctl[2];
 	int done; /* run returned; atomic */
 	int rc;
@@ -650,6 +651,7 @@ static bool periodic_check(struct node_run *r, bool *nvml_down)
 }
 
 static void reload_roles(struct node_run *r);
+static void relaunch_roles(struct node_run *r);
 
 #define CHECK_INTERVAL_S 2
 #define WAIT_MS 500
@@ -702,6 +704,7 @@ static int run_loop(struct node_run *r)
 		 * the driver comes back (a new driver may bring new devices). */
 		if (reload_requested || (was_down && !nvml_down))
 			reload_roles(r);
+		relaunch_roles(r);
 		if (reload_requested) {
 			reload_requested = 0;
 			report(r, false, NULL);
@@ -758,6 +761,7 @@ static int role_launch(struct node_role *role)
 		close(role->ctl[1]);
 		return -1;
 	}
+	role->joinable = true;
 	return 0;
 }
 
@@ -771,7 +775,8 @@ static void role_send(struct node_role *role, char c)
 static void role_stop(struct node_role *role)
 {
 	role_send(role, ROLE_STOP);
-	pthread_join(role->thread, NULL);
+	if (role->joinable)
+		pthread_join(role->thread, NULL);
 	close(role->ctl[0]);
 	close(role->ctl[1]);
 }
@@ -881,6 +886,35 @@ static void wait_roles_up(struct node_run *r)
 			return;
 		usleep(10 * 1000);
 	}
+}
+
+/* A role that stopped with an error (its port still held by a previous
+ * process during a rolling update, say) is started again, so the node
+ * heals without a restart. */
+static void relaunch_failed(struct node_role *role)
+{
+	if (!role_failed(role) || !role->joinable)
+		return;
+	pthread_join(role->thread, NULL);
+	role->joinable = false;
+	log_info(COMP, "restarting role", "role", role->name, "after", role->err.msg, NULL);
+	error_clear(&role->err);
+	role->rc = 0;
+	__atomic_store_n(&role->done, 0, __ATOMIC_RELEASE);
+	if (pthread_create(&role->thread, NULL, role_thread, role) != 0) {
+		role->rc = -1;
+		__atomic_store_n(&role->done, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	role->joinable = true;
+}
+
+static void relaunch_roles(struct node_run *r)
+{
+	if (r->dp)
+		relaunch_failed(&r->dp->role);
+	if (r->exp)
+		relaunch_failed(&r->exp->role);
 }
 
 /* SIGHUP, or the driver back: the roles rescan and reload. */

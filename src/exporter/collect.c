@@ -29,15 +29,21 @@
 
 /* ---- state that spans passes --------------------------------------------- */
 
-struct xid_ev {
-	uint64_t t_ms;
-	unsigned long long xid;
+
+/* Each distinct XID keeps its own ring, so a flood of a harmless XID (13)
+ * cannot push a critical one (79) out of its count window. */
+#define XID_KINDS 16 /* distinct XIDs tracked per GPU; the oldest kind goes */
+
+struct xid_kind {
+	unsigned long long xid; /* 0: slot unused */
+	uint64_t last_ms;
+	size_t head, n;
+	uint64_t t_ms[XID_RING];
 };
 
 struct gpu_state {
 	unsigned long long last_xid; /* 0: none seen */
-	size_t head, n;              /* ring of the latest XID_RING events */
-	struct xid_ev ring[XID_RING];
+	struct xid_kind kind[XID_KINDS];
 	uint64_t absent_logged;      /* rows already logged as unsupported */
 	bool down;                   /* last pass found the GPU unreadable */
 };
@@ -84,11 +90,38 @@ void exp_state_record_xid(struct exp_state *st, unsigned int gpu, unsigned long 
 	pthread_mutex_lock(&st->lock);
 	struct gpu_state *g = &st->gpu[gpu];
 	g->last_xid = xid;
-	g->ring[g->head] = (struct xid_ev){.t_ms = now_ms, .xid = xid};
-	g->head = (g->head + 1) % XID_RING;
-	if (g->n < XID_RING)
-		g->n++;
+	struct xid_kind *k = NULL, *victim = NULL;
+	for (size_t i = 0; i < XID_KINDS && !k; i++) {
+		struct xid_kind *c = &g->kind[i];
+		if (c->xid == xid)
+			k = c;
+		/* else: a free slot, or the XID seen least recently */
+		else if (!victim || (!c->xid && victim->xid) ||
+			 (c->xid && victim->xid && c->last_ms < victim->last_ms))
+			victim = c;
+	}
+	if (!k) {
+		k = victim;
+		memset(k, 0, sizeof(*k));
+		k->xid = xid;
+	}
+	k->last_ms = now_ms;
+	k->t_ms[k->head] = now_ms;
+	k->head = (k->head + 1) % XID_RING;
+	if (k->n < XID_RING)
+		k->n++;
 	pthread_mutex_unlock(&st->lock);
+}
+
+size_t exp_state_gpus_down(struct exp_state *st)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < EXP_MAX_GPUS; i++)
+		n += st->gpu[i].down;
+	pthread_mutex_unlock(&st->lock);
+	return n;
 }
 
 /* ---- values --------------------------------------------------------------- */
@@ -458,40 +491,41 @@ static int header(struct buf *o, const char *name, const char *help, const char 
 	return buf_printf(o, err, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-struct xidcount {
-	unsigned long long xid;
-	unsigned int count;
-};
-
 /* DCGM_EXP_XID_ERRORS_COUNT for one GPU: a series per XID seen within the
  * window, in XID order.  Runs under st->lock (microseconds). */
 static int render_xid_counts(struct buf *o, const char *name, const struct dev_labels *dl,
 			     const struct exp_pods *pods, const struct gpu_state *g,
 			     uint64_t window_ms, uint64_t now_ms, struct gpuop_error *err)
 {
-	struct xidcount xc[XID_RING];
-	size_t nx = 0;
+	const struct xid_kind *order[XID_KINDS];
+	size_t nk = 0;
 
-	for (size_t i = 0; i < g->n; i++) {
-		const struct xid_ev *ev = &g->ring[(g->head + XID_RING - 1 - i) % XID_RING];
-		if (ev->t_ms > now_ms || now_ms - ev->t_ms > window_ms)
+	for (size_t i = 0; i < XID_KINDS; i++) {
+		const struct xid_kind *k = &g->kind[i];
+		if (!k->xid)
 			continue;
-		size_t j = 0;
-		while (j < nx && xc[j].xid < ev->xid)
-			j++;
-		if (j < nx && xc[j].xid == ev->xid) {
-			xc[j].count++;
-			continue;
+		size_t j = nk;
+		while (j > 0 && order[j - 1]->xid > k->xid) {
+			order[j] = order[j - 1];
+			j--;
 		}
-		memmove(&xc[j + 1], &xc[j], (nx - j) * sizeof(xc[0]));
-		xc[j] = (struct xidcount){.xid = ev->xid, .count = 1};
-		nx++;
+		order[j] = k;
+		nk++;
 	}
-	for (size_t j = 0; j < nx; j++) {
+	for (size_t j = 0; j < nk; j++) {
+		const struct xid_kind *k = order[j];
+		unsigned int count = 0;
+		for (size_t i = 0; i < k->n; i++) {
+			uint64_t t = k->t_ms[(k->head + XID_RING - 1 - i) % XID_RING];
+			if (t <= now_ms && now_ms - t <= window_ms)
+				count++;
+		}
+		if (!count)
+			continue;
 		char extra[96], value[16];
-		snprintf(extra, sizeof(extra), "xid=\"%llu\",window_size_in_ms=\"%llu\"", xc[j].xid,
+		snprintf(extra, sizeof(extra), "xid=\"%llu\",window_size_in_ms=\"%llu\"", k->xid,
 			 (unsigned long long)window_ms);
-		snprintf(value, sizeof(value), "%u", xc[j].count);
+		snprintf(value, sizeof(value), "%u", count);
 		if (series(o, name, dl, pods, extra, value, err) < 0)
 			return -1;
 	}
@@ -626,8 +660,23 @@ int exp_collect(struct nvml *n, const struct gpu_node *node, const struct exp_co
 						.uuid = d->uuid};
 			char value[64];
 
-			if (!up[g])
+			/* A GPU that does not answer still has the XIDs we saw: 79 is
+			 * exactly when a GPU stops answering. */
+			if (!up[g] && m->read != RD_XID_COUNT && m->read != RD_LAST_XID)
 				continue;
+			if (!up[g] && m->read == RD_LAST_XID) {
+				if (d->index >= EXP_MAX_GPUS)
+					continue;
+				pthread_mutex_lock(&st->lock);
+				unsigned long long last = st->gpu[d->index].last_xid;
+				pthread_mutex_unlock(&st->lock);
+				if (!last)
+					continue; /* nothing seen: a down GPU has no series */
+				snprintf(value, sizeof(value), "%llu", last);
+				if (series(out, name, &dl, o->pods, NULL, value, err) < 0)
+					return error_wrap(err, "rendering metrics");
+				continue;
+			}
 			if (m->read == RD_XID_COUNT) {
 				if (d->index >= EXP_MAX_GPUS)
 					continue;

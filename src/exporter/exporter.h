@@ -65,6 +65,9 @@ uint64_t exp_now_ms(void);
 void exp_state_record_xid(struct exp_state *st, unsigned int gpu, unsigned long long xid,
 			  uint64_t now_ms);
 
+/* GPUs the last pass found unreadable (the caller rescans them). */
+size_t exp_state_gpus_down(struct exp_state *st);
+
 struct exp_collect_opts {
 	const char *hostname;      /* Hostname label */
 	const struct exp_pods *pods; /* NULL = no pod labels */

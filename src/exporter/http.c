@@ -512,6 +512,9 @@ int exp_http_start(const struct exp_http_opts *o, struct exp_http **out, struct 
 				NULL, NULL, on_request, h,
 				MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)EXP_HTTP_MAX_CONNS,
+				/* One client cannot take every slot and blind the scrapes. */
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+				(unsigned int)EXP_HTTP_MAX_CONNS_PER_IP,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)EXP_HTTP_CONN_MEMORY,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)EXP_HTTP_TIMEOUT_S,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,

@@ -30,6 +30,7 @@
 #define EXP_DEFAULT_LISTEN ":9400"
 #define EXP_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define EXP_HTTP_MAX_CONNS 64u
+#define EXP_HTTP_MAX_CONNS_PER_IP 16
 #define EXP_HTTP_CONN_MEMORY (16u * 1024)
 #define EXP_HTTP_TIMEOUT_S 10u
 /* /health says "stale" once the last good collection is this many

@@ -84,7 +84,7 @@ const struct exp_metric exp_metric_table[] = {
 	/* DCGM sums the per-direction data counters over all links (scope
 	 * UINT_MAX); a GPU without NVLink answers NOT_SUPPORTED: no series. */
 	ROW("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", 449, "counter",
-	    "Total number of NVLink bandwidth counters for all lanes",
+	    "Total number of NVLink bandwidth counters for all lanes.",
 	    "fields NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX (138) + _RX (139), scopeId UINT_MAX",
 	    false, RD_NVLINK, 0, 0),
 	ROW("DCGM_FI_DRIVER_VERSION", 1, "label", "Driver Version",

@@ -43,7 +43,8 @@ struct srv {
 	uint64_t interval_ms;
 	struct buf out;
 	int signal_fd;
-	bool failing;             /* the last pass failed (log changes once) */
+	bool failing;
+	unsigned int down_passes;  /* passes in a row with a GPU down */             /* the last pass failed (log changes once) */
 	char problem[GPUOP_ERROR_MSG_MAX];
 
 	/* pod attribution: the loop thread owns `pods`; the pods thread
@@ -331,6 +332,8 @@ static void set_failing(struct srv *s, const char *why)
 
 /* The GPU model (and NVML, when we open our own): built on the first pass
  * and on a rescan; retried every pass while the driver does not answer. */
+#define RESCAN_PASSES 3 /* passes with a GPU down before the GPUs are rescanned */
+
 static int ensure_node(struct srv *s, struct gpuop_error *err)
 {
 	if (s->node)
@@ -382,6 +385,25 @@ static void collect_pass(struct srv *s)
 		s->problem[0] = '\0';
 	}
 	status_update(s);
+
+	/* A GPU that does not answer is looked for again every few passes: a
+	 * GPU lost when the model was taken, or a reloaded driver (every GPU
+	 * down: reopen our own session too), must come back by itself. */
+	size_t down = exp_state_gpus_down(s->st);
+	if (!down) {
+		s->down_passes = 0;
+	} else if (++s->down_passes >= RESCAN_PASSES) {
+		s->down_passes = 0;
+		events_stop(s);
+		bool all = down >= s->node->ngpus;
+		gpu_node_free(s->node);
+		s->node = NULL;
+		if (all && s->own_nvml) {
+			nvml_close(s->nvml);
+			s->nvml = NULL;
+			s->own_nvml = false;
+		}
+	}
 }
 
 static void on_timer(struct loop *l, struct loop_timer *t, void *ud)

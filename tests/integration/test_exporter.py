@@ -563,6 +563,22 @@ class ExpositionTest(ExporterCase):
         self.assertIsNotNone(value(back, "DCGM_FI_DEV_GPU_TEMP", gpu=2))
         self.assertIn("gpu", e.log_text().lower())
 
+    def test_gpu_lost_at_start_comes_back_by_itself(self):
+        # lost before the exporter takes its GPU model: it must be looked
+        # for again without a SIGHUP, and come back with its real UUID
+        state = tempfile.mkdtemp(prefix="gpuop-exp-", dir=self.tmp)
+        pre = Exporter("dgx-h100", state=state)
+        self.assertEqual(pre.inject("--gpu", "2", "gpu-lost").returncode, 0)
+        e = self.exporter("dgx-h100", state=state)
+        self.assertEqual(value(e.scrape(), "gpuop_exporter_gpu_up", gpu=2), 0)
+        self.assertEqual(e.inject("--gpu", "2", "recover").returncode, 0)
+        back = wait_for(lambda: (lambda f: f if value(f, "gpuop_exporter_gpu_up", gpu=2) == 1
+                                 else None)(e.scrape()), 8)
+        self.assertTrue(back, "GPU 2 lost at start never came back")
+        uuid2 = profile("dgx-h100")["gpus"][2]["uuid"]
+        self.assertEqual(samples(back, "gpuop_exporter_gpu_up", gpu=2)[0][0]["UUID"], uuid2)
+        self.assertIsNotNone(value(back, "DCGM_FI_DEV_GPU_TEMP", gpu=2))
+
     def test_xid_sets_last_xid_and_window_count(self):
         e = self.exporter("dgx-h100")
         self.assertEqual(e.inject("--gpu", "5", "xid", "79").returncode, 0)

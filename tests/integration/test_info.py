@@ -334,6 +334,28 @@ class NodeTest(GpuopCase):
         finally:
             self.stop(p)
 
+    def test_exporter_role_restarts_when_its_port_frees(self):
+        # the port is held (a previous pod during a rolling update): the
+        # role fails, then starts by itself once the port is free
+        import socket
+        held = socket.socket()
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        self.env["GPUOP_EXPORTER_LISTEN"] = f"127.0.0.1:{port}"
+        p = self.start_node()
+        try:
+            held.close()
+            ev = self.read_until(p, lambda e: e.get("msg") == "restarting role"
+                                 and e.get("role") == "exporter", 6)
+            self.assertIsNotNone(ev, "the failed exporter role was not restarted")
+            ev = self.read_until(p, lambda e: e.get("component") == "exporter"
+                                 and e.get("msg") == "listening", 6)
+            self.assertIsNotNone(ev)
+            self.assertIn(str(port), ev["addr"])
+        finally:
+            self.stop(p)
+
     def test_sighup_reaches_the_device_plugin(self):
         p = self.start_node()
         try:

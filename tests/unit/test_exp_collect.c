@@ -547,6 +547,35 @@ static void test_xids(void **state)
 	assert_string_equal(find(e, "DCGM_FI_DEV_XID_ERRORS", "gpu", "1")->value, "48");
 }
 
+/* A flood of a harmless XID must not push a critical one out of its count,
+ * and a GPU that stops answering still shows the XIDs seen on it. */
+static void test_xid_flood_and_lost_gpu(void **state)
+{
+	struct fixture *fx = *state;
+	uint64_t now = exp_now_ms() + 1000000;
+	struct exp_collect_opts o = {.hostname = "n", .now_ms = now};
+	struct gpuop_error err = {0};
+
+	exp_state_record_xid(fx->st, 1, 79, now - 100);
+	for (int i = 0; i < 300; i++)
+		exp_state_record_xid(fx->st, 1, 13, now - 50);
+	struct expo *e = collect(fx, &o);
+	assert_string_equal(find(e, "DCGM_EXP_XID_ERRORS_COUNT", "xid", "79")->value, "1");
+	/* each XID keeps its latest 256 events */
+	assert_string_equal(find(e, "DCGM_EXP_XID_ERRORS_COUNT", "xid", "13")->value, "256");
+
+	assert_int_equal(sim_inject(fx->state, 2, "gpu-lost", NULL, &err), 0);
+	exp_state_record_xid(fx->st, 2, 79, now - 10);
+	e = collect(fx, &o);
+	assert_string_equal(find(e, "gpuop_exporter_gpu_up", "gpu", "2")->value, "0");
+	assert_string_equal(find(e, "DCGM_FI_DEV_XID_ERRORS", "gpu", "2")->value, "79");
+	const struct series *s = find(e, "DCGM_EXP_XID_ERRORS_COUNT", "gpu", "2");
+	assert_string_equal(s->value, "1");
+	assert_int_equal(count(e, "DCGM_FI_DEV_GPU_TEMP", "gpu", "2"), 0);
+	assert_int_equal(exp_state_gpus_down(fx->st), 1);
+	assert_int_equal(sim_inject(fx->state, 2, "recover", NULL, &err), 0);
+}
+
 static void test_l4_no_nvlink_and_subset(void **state)
 {
 	struct fixture *fx = *state;
@@ -624,6 +653,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_counters_monotonic, setup_dgx, teardown),
 		cmocka_unit_test_setup_teardown(test_gpu_lost, setup_dgx, teardown),
 		cmocka_unit_test_setup_teardown(test_xids, setup_dgx, teardown),
+		cmocka_unit_test_setup_teardown(test_xid_flood_and_lost_gpu, setup_dgx, teardown),
 		cmocka_unit_test_setup_teardown(test_promtool, setup_dgx, teardown),
 		cmocka_unit_test_setup_teardown(test_mig, setup_a100, teardown),
 		cmocka_unit_test_setup_teardown(test_l4_no_nvlink_and_subset, setup_l4, teardown),
