@@ -28,44 +28,7 @@
 #include "cdi/names.h"
 #include "grpc/grpc.h"
 
-/* A simulated node per profile (the same library gpuop loads). */
-struct node_fx {
-	char state[PATH_MAX];
-	struct nvml *n;
-	struct gpu_node *node;
-};
-
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st, (void)flag, (void)f;
-	return remove(p);
-}
-
-static struct node_fx *node_open(const char *profile)
-{
-	struct node_fx *fx = calloc(1, sizeof(*fx));
-	struct gpuop_error err = {0};
-	char path[PATH_MAX];
-
-	snprintf(fx->state, sizeof(fx->state), "/tmp/gpuop-test-dp-%s-XXXXXX", profile);
-	assert_non_null(mkdtemp(fx->state));
-	snprintf(path, sizeof(path), "%s/%s.json", getenv("GPUOP_SIM_PROFILES"), profile);
-	setenv("GPUOP_SIM_PROFILE", path, 1);
-	setenv("GPUOP_SIM_STATE", fx->state, 1);
-	struct nvml_open_opts o = {.lib_path = getenv("GPUOP_SIM_LIB")};
-	if (sim_prepare(fx->state, path, o.lib_path, &err) < 0 || nvml_open(&o, &fx->n, &err) < 0 ||
-	    gpu_node_snapshot(fx->n, &fx->node, &err) < 0)
-		fail_msg("%s: %s", profile, err.msg);
-	return fx;
-}
-
-static void node_close(struct node_fx *fx)
-{
-	gpu_node_free(fx->node);
-	nvml_close(fx->n);
-	nftw(fx->state, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	free(fx);
-}
+#include "simnode_fixture.h"
 
 static const char *sick_id; /* the one unhealthy device of a case, or NULL */
 
