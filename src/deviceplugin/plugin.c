@@ -42,6 +42,7 @@
 #include "deviceplugin/deviceplugin.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "grpc/grpc.h"
+#include "gpu/watch.h"
 #include "nvml/nvml.h"
 
 #define COMP DP_COMP
@@ -53,7 +54,6 @@
  * retry soon, then back off to RETRY_MAX_MS for a kubelet that stays away. */
 #define RETRY_MIN_MS 20
 #define RETRY_MAX_MS 30000
-#define EVENT_WAIT_MS 500       /* the event thread checks for stop this often */
 #define QUEUE_LEN 1024
 
 /* ---- messages from the worker threads to the loop ---- */
@@ -124,11 +124,7 @@ struct dp_plugin {
 	bool waiting_logged;
 	struct loop_timer *probe, *nvml_retry;
 	struct queue q;
-	/* event thread */
-	pthread_t ev_thread;
-	bool ev_running;
-	volatile int ev_stop;
-	volatile int ev_rearm; /* a GPU came back: register its events again */
+	struct gpu_watch *watch; /* NVML events */
 	/* registrar thread */
 	pthread_t reg_thread;
 	bool reg_running;
@@ -821,146 +817,63 @@ static void on_inotify(struct loop *l, int fd, uint32_t events, void *ud)
 	}
 }
 
-/* ---- NVML events (the event thread) ---- */
+/* ---- NVML events (on a gpu_watch thread, handed to the loop) ---- */
 
-struct ev_gpu {
-	nvmlDevice_t h;
-	struct {
-		unsigned int gi, ci;
-	} mig[8];
-	size_t nmig;
-};
-
-struct ev_args {
-	struct dp_plugin *p;
-	struct nvml *nvml;
-	size_t ngpus;
-	struct ev_gpu *gpus;
-};
-
-static nvmlEventSet_t ev_setup(struct ev_args *a)
+/* On the watch thread: p->node stays put while the watch runs (every
+ * rescan stops the watch before it swaps the node). */
+static void on_nvml_event(void *ud, size_t gpu, const nvmlEventData_t *ev)
 {
-	struct gpuop_error e;
-	nvmlEventSet_t set = NULL;
-	const unsigned long long want = nvmlEventTypeXidCriticalError |
-					nvmlEventTypeDoubleBitEccError |
-					nvmlEventTypeSingleBitEccError;
+	struct dp_plugin *p = ud;
+	const struct gpu_dev *d = &p->node->gpus[gpu];
+	struct msg m = {.kind = MSG_EVENT, .gpu = (int)gpu, .mig = -1, .rc = NVML_SUCCESS,
+			.type = ev->eventType, .data = ev->eventData};
 
-	if (NVML_CALL(a->nvml, &e, nvmlEventSetCreate, &set))
-		return NULL;
-	for (size_t i = 0; i < a->ngpus; i++) {
-		unsigned long long sup = 0;
-		if (!a->gpus[i].h)
-			continue;
-		int rc = NVML_CALL(a->nvml, &e, nvmlDeviceGetSupportedEventTypes, a->gpus[i].h,
-				   &sup);
-		if (rc == NVML_SUCCESS && (want & sup))
-			rc = NVML_CALL(a->nvml, &e, nvmlDeviceRegisterEvents, a->gpus[i].h,
-				       want & sup, set);
-		if (rc != NVML_SUCCESS && !nvml_absent(rc) && rc != NVML_ERROR_GPU_IS_LOST) {
-			char idx[16];
-			snprintf(idx, sizeof(idx), "%zu", i);
-			log_warn(COMP, "cannot watch GPU events", "gpu", idx, "error", e.msg, NULL);
-		}
-	}
-	return set;
+	/* A MIG device's own event names its instances. */
+	if (ev->gpuInstanceId != NVML_INSTANCE_ID_UNATTRIBUTED)
+		for (size_t k = 0; k < d->nmig; k++)
+			if (d->mig[k].gi_id == ev->gpuInstanceId &&
+			    (ev->computeInstanceId == NVML_INSTANCE_ID_UNATTRIBUTED ||
+			     d->mig[k].ci_id == ev->computeInstanceId))
+				m.mig = (int)k;
+	post(p, &m);
 }
 
-static void *event_thread(void *arg)
+static void on_nvml_wait_error(void *ud, int rc, const char *msg)
 {
-	struct ev_args *a = arg;
-	struct dp_plugin *p = a->p;
-	struct gpuop_error e;
-	nvmlEventSet_t set = ev_setup(a);
+	struct msg m = {.kind = MSG_WAIT_ERROR, .gpu = -1, .mig = -1, .rc = rc};
 
-	while (!__atomic_load_n(&p->ev_stop, __ATOMIC_ACQUIRE)) {
-		if (!set) {
-			usleep(EVENT_WAIT_MS * 1000);
-			set = ev_setup(a);
-			continue;
-		}
-		nvmlEventData_t ev = {.gpuInstanceId = NVML_INSTANCE_ID_UNATTRIBUTED,
-				      .computeInstanceId = NVML_INSTANCE_ID_UNATTRIBUTED};
-		int rc = NVML_CALL(a->nvml, &e, nvmlEventSetWait_v2, set, &ev, EVENT_WAIT_MS);
-		if (__atomic_exchange_n(&p->ev_rearm, 0, __ATOMIC_ACQ_REL)) {
-			NVML_CALL(a->nvml, &e, nvmlEventSetFree, set);
-			set = ev_setup(a);
-		}
-		if (rc == NVML_ERROR_TIMEOUT)
-			continue;
-		struct msg m = {.gpu = -1, .mig = -1, .rc = rc};
-		if (rc != NVML_SUCCESS) {
-			m.kind = MSG_WAIT_ERROR;
-			snprintf(m.text, sizeof(m.text), "%s", e.msg);
-			post(p, &m);
-			NVML_CALL(a->nvml, &e, nvmlEventSetFree, set);
-			set = NULL;
-			usleep(EVENT_WAIT_MS * 1000);
-			continue;
-		}
-		m.kind = MSG_EVENT;
-		m.type = ev.eventType;
-		m.data = ev.eventData;
-		for (size_t i = 0; i < a->ngpus; i++) {
-			if (a->gpus[i].h != ev.device)
-				continue;
-			m.gpu = (int)i;
-			/* A MIG device's own event names its instances. */
-			if (ev.gpuInstanceId != NVML_INSTANCE_ID_UNATTRIBUTED)
-				for (size_t k = 0; k < a->gpus[i].nmig; k++)
-					if (a->gpus[i].mig[k].gi == ev.gpuInstanceId &&
-					    (ev.computeInstanceId == NVML_INSTANCE_ID_UNATTRIBUTED ||
-					     a->gpus[i].mig[k].ci == ev.computeInstanceId))
-						m.mig = (int)k;
-		}
-		post(p, &m);
-	}
-	if (set)
-		NVML_CALL(a->nvml, &e, nvmlEventSetFree, set);
-	free(a->gpus);
-	free(a);
-	return NULL;
+	snprintf(m.text, sizeof(m.text), "%s", msg);
+	post(ud, &m);
 }
 
 static void events_stop(struct dp_plugin *p)
 {
-	if (!p->ev_running)
-		return;
-	__atomic_store_n(&p->ev_stop, 1, __ATOMIC_RELEASE);
-	pthread_join(p->ev_thread, NULL);
-	p->ev_running = false;
+	gpu_watch_stop(p->watch);
+	p->watch = NULL;
 }
 
 static void events_start(struct dp_plugin *p)
 {
-	struct ev_args *a = calloc(1, sizeof(*a));
+	struct gpuop_error e;
 
-	if (!a || !p->nvml || !p->node)
-		goto fail;
-	a->p = p;
-	a->nvml = p->nvml;
-	a->ngpus = p->node->ngpus;
-	if (!(a->gpus = calloc(a->ngpus + 1, sizeof(*a->gpus))))
-		goto fail;
-	for (size_t g = 0; g < a->ngpus; g++) {
-		const struct gpu_dev *d = &p->node->gpus[g];
-		a->gpus[g].h = d->handle; /* a lost one fails to register until rearmed */
-		for (size_t m = 0; m < d->nmig && m < ARRAY_SIZE(a->gpus[g].mig); m++) {
-			a->gpus[g].mig[m].gi = d->mig[m].gi_id;
-			a->gpus[g].mig[m].ci = d->mig[m].ci_id;
-			a->gpus[g].nmig = m + 1;
-		}
-	}
-	p->ev_stop = 0;
-	if (pthread_create(&p->ev_thread, NULL, event_thread, a) != 0)
-		goto fail;
-	p->ev_running = true;
-	return;
-fail:
-	if (a)
-		free(a->gpus);
-	free(a);
-	log_error(COMP, "cannot watch NVML events; health comes from probes only", NULL);
+	if (!p->nvml || !p->node)
+		return;
+	_cleanup_free_ nvmlDevice_t *h = calloc(p->node->ngpus + 1, sizeof(*h));
+	for (size_t g = 0; h && g < p->node->ngpus; g++)
+		h[g] = p->node->gpus[g].handle; /* a lost one registers when rearmed */
+	struct gpu_watch_opts wo = {
+		.nvml = p->nvml,
+		.handles = h,
+		.n = p->node->ngpus,
+		.types = nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError |
+			 nvmlEventTypeSingleBitEccError,
+		.on_event = on_nvml_event,
+		.on_error = on_nvml_wait_error,
+		.ud = p,
+		.component = COMP,
+	};
+	if (!h || !(p->watch = gpu_watch_start(&wo, &e)))
+		log_error(COMP, "cannot watch NVML events; health comes from probes only", NULL);
 }
 
 /* ---- health changes ---- */
@@ -1055,7 +968,7 @@ static void probe_all(struct dp_plugin *p, const char *why)
 				log_unit(p, (int)g, k);
 				changed = true;
 				if (k < 0 && was_gone && u->healthy)
-					__atomic_store_n(&p->ev_rearm, 1, __ATOMIC_RELEASE);
+					gpu_watch_rearm(p->watch);
 			}
 		}
 	}

@@ -16,6 +16,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "gpu/watch.h"
 #include "base/loop.h"
 #include "exporter/exporter.h"
 #include "exporter/http.h"
@@ -25,7 +26,6 @@
 #include "nvml/nvml.h"
 
 #define COMP EXP_COMP
-#define EVENT_WAIT_MS 500 /* the event thread checks for stop this often */
 #define POD_TIMEOUT_MAX_MS 10000 /* kubelet's clients' own budget per call */
 
 struct srv {
@@ -60,10 +60,7 @@ struct srv {
 	bool pending_up;
 	struct exp_pods pending;
 
-	/* NVML events */
-	pthread_t ev_thread;
-	bool ev_running;
-	int ev_stop; /* atomic */
+	struct gpu_watch *watch; /* NVML events */
 };
 
 void exp_hostname(char *buf, size_t len)
@@ -203,118 +200,47 @@ static void pods_adopt(struct srv *s)
 	pthread_mutex_unlock(&s->pods_mu);
 }
 
-/* ---- NVML events (the event thread) ---- */
+/* ---- NVML events (on a gpu_watch thread) ---- */
 
-struct ev_args {
-	struct srv *s;
-	struct nvml *nvml;
-	size_t ngpus;
-	nvmlDevice_t *h; /* by GPU index; NULL = not watched */
-};
-
-static nvmlEventSet_t ev_setup(struct ev_args *a)
+static void on_nvml_event(void *ud, size_t gpu, const nvmlEventData_t *ev)
 {
-	struct gpuop_error e;
-	nvmlEventSet_t set = NULL;
+	struct srv *s = ud;
+	char idx[16], xid[32];
 
-	if (NVML_CALL(a->nvml, &e, nvmlEventSetCreate, &set))
-		return NULL;
-	for (size_t i = 0; i < a->ngpus; i++) {
-		unsigned long long sup = 0;
-		if (!a->h[i])
-			continue;
-		int rc = NVML_CALL(a->nvml, &e, nvmlDeviceGetSupportedEventTypes, a->h[i], &sup);
-		if (rc == NVML_SUCCESS && (sup & nvmlEventTypeXidCriticalError))
-			rc = NVML_CALL(a->nvml, &e, nvmlDeviceRegisterEvents, a->h[i],
-				       nvmlEventTypeXidCriticalError, set);
-		if (rc != NVML_SUCCESS && !nvml_absent(rc) && rc != NVML_ERROR_GPU_IS_LOST) {
-			char idx[16];
-			snprintf(idx, sizeof(idx), "%zu", i);
-			log_warn(COMP, "cannot watch XID events", "gpu", idx, "error", e.msg, NULL);
-		}
-	}
-	return set;
-}
-
-static void *ev_main(void *arg)
-{
-	struct ev_args *a = arg;
-	struct srv *s = a->s;
-	struct gpuop_error e;
-	nvmlEventSet_t set = ev_setup(a);
-
-	while (!__atomic_load_n(&s->ev_stop, __ATOMIC_ACQUIRE)) {
-		if (!set) {
-			usleep(EVENT_WAIT_MS * 1000);
-			set = ev_setup(a);
-			continue;
-		}
-		nvmlEventData_t ev = {.gpuInstanceId = NVML_INSTANCE_ID_UNATTRIBUTED,
-				      .computeInstanceId = NVML_INSTANCE_ID_UNATTRIBUTED};
-		int rc = NVML_CALL(a->nvml, &e, nvmlEventSetWait_v2, set, &ev, EVENT_WAIT_MS);
-		if (rc == NVML_ERROR_TIMEOUT)
-			continue;
-		if (rc != NVML_SUCCESS) {
-			/* A lost GPU can break the wait for all: set up again. */
-			log_debug(COMP, "NVML event wait failed; watching again", "error", e.msg,
-				  NULL);
-			NVML_CALL(a->nvml, &e, nvmlEventSetFree, set);
-			set = NULL;
-			usleep(EVENT_WAIT_MS * 1000);
-			continue;
-		}
-		if (!(ev.eventType & nvmlEventTypeXidCriticalError))
-			continue;
-		for (size_t i = 0; i < a->ngpus; i++) {
-			if (a->h[i] != ev.device)
-				continue;
-			char gpu[16], xid[32];
-			snprintf(gpu, sizeof(gpu), "%zu", i);
-			snprintf(xid, sizeof(xid), "%llu", (unsigned long long)ev.eventData);
-			exp_state_record_xid(s->st, (unsigned int)i, ev.eventData, exp_now_ms());
-			log_warn(COMP, "XID error", "gpu", gpu, "xid", xid, NULL);
-			break;
-		}
-	}
-	if (set)
-		NVML_CALL(a->nvml, &e, nvmlEventSetFree, set);
-	free(a->h);
-	free(a);
-	return NULL;
+	if (!(ev->eventType & nvmlEventTypeXidCriticalError))
+		return;
+	snprintf(idx, sizeof(idx), "%zu", gpu);
+	snprintf(xid, sizeof(xid), "%llu", (unsigned long long)ev->eventData);
+	exp_state_record_xid(s->st, (unsigned int)gpu, ev->eventData, exp_now_ms());
+	log_warn(COMP, "XID error", "gpu", idx, "xid", xid, NULL);
 }
 
 static void events_stop(struct srv *s)
 {
-	if (!s->ev_running)
-		return;
-	__atomic_store_n(&s->ev_stop, 1, __ATOMIC_RELEASE);
-	pthread_join(s->ev_thread, NULL);
-	s->ev_running = false;
+	gpu_watch_stop(s->watch);
+	s->watch = NULL;
 }
 
 static void events_start(struct srv *s)
 {
-	struct ev_args *a = calloc(1, sizeof(*a));
+	struct gpuop_error e;
 
-	if (!a || !s->nvml || !s->node)
-		goto fail;
-	a->s = s;
-	a->nvml = s->nvml;
-	a->ngpus = s->node->ngpus;
-	if (!(a->h = calloc(a->ngpus + 1, sizeof(*a->h))))
-		goto fail;
-	for (size_t g = 0; g < a->ngpus; g++)
-		a->h[g] = s->node->gpus[g].handle;
-	__atomic_store_n(&s->ev_stop, 0, __ATOMIC_RELEASE);
-	if (pthread_create(&s->ev_thread, NULL, ev_main, a) != 0)
-		goto fail;
-	s->ev_running = true;
-	return;
-fail:
-	if (a)
-		free(a->h);
-	free(a);
-	log_error(COMP, "cannot watch NVML events; XID series stay empty", NULL);
+	if (!s->nvml || !s->node)
+		return;
+	_cleanup_free_ nvmlDevice_t *h = calloc(s->node->ngpus + 1, sizeof(*h));
+	for (size_t g = 0; h && g < s->node->ngpus; g++)
+		h[g] = s->node->gpus[g].handle;
+	struct gpu_watch_opts wo = {
+		.nvml = s->nvml,
+		.handles = h,
+		.n = s->node->ngpus,
+		.types = nvmlEventTypeXidCriticalError,
+		.on_event = on_nvml_event,
+		.ud = s,
+		.component = COMP,
+	};
+	if (!h || !(s->watch = gpu_watch_start(&wo, &e)))
+		log_error(COMP, "cannot watch NVML events; XID series stay empty", NULL);
 }
 
 /* ---- the collection pass (loop thread) ---- */
