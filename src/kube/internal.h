@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the verbs, watches and informers share inside src/kube: one request
+ * function and one streaming function over the client's transport
+ * (client.c).  Not for use outside src/kube.
+ */
+#ifndef GPUOP_KUBE_INTERNAL_H
+#define GPUOP_KUBE_INTERNAL_H
+
+#include "base/buf.h"
+#include "kube/kube.h"
+
+/* Most bytes a non-watch response body may have (a 5,000-node LIST page of
+ * 500 items of ~10 KB is ~5 MB; leave room). */
+#define KUBE_MAX_BODY (64u << 20)
+
+struct kube_response {
+	long status;        /* HTTP status */
+	struct buf body;    /* capped at KUBE_MAX_BODY */
+	double retry_after; /* seconds from Retry-After, 0 if none */
+};
+void kube_response_free(struct kube_response *r);
+
+/*
+ * Send one request: method "GET", "POST", "PUT", "PATCH", "DELETE"; path
+ * with its query string ("/api/v1/nodes?limit=500"); body may be NULL.
+ * Throttles (QPS/burst) before sending; retries 429, 5xx (except 501) and
+ * connection failures with jittered exponential backoff, honouring
+ * Retry-After, up to max_retries.  Returns 0 when a response arrived,
+ * whatever its status (the caller turns >= 400 into an error with
+ * kube_status_error); -1 on a transport failure.
+ */
+int kube_request(struct kube_client *c, const char *method, const char *path, const char *content_type,
+		 const char *body, size_t body_len, struct kube_response *resp, struct gpuop_error *err);
+
+/*
+ * A streaming GET (watches): on_data gets each chunk of the body as it
+ * arrives.  on_data returns 0 to go on, 1 to end the request cleanly, or
+ * negative (err filled) to fail.  Returns 0 when the server ends the body,
+ * on_data asked to stop, or stop was triggered; -1 on error.  A status
+ * >= 400 is read whole and turned into an error with kube_status_error.
+ * No overall timeout (the server's timeoutSeconds ends a watch), but a
+ * connection silent for longer than idle_timeout_ms fails.
+ */
+int kube_stream(struct kube_client *c, const char *path,
+		int (*on_data)(const char *data, size_t len, void *ud, struct gpuop_error *err), void *ud,
+		struct kube_stop *stop, long idle_timeout_ms, struct gpuop_error *err);
+
+/* Fill err from an error response: domain HTTP, code = status, text
+ * "<verb> <what>: <status> <reason>: <message>" using the Status object in
+ * the body when there is one.  Returns -1. */
+int kube_status_error(struct gpuop_error *err, const char *verb, const char *what, long status,
+		      const char *body, size_t len);
+
+#endif
