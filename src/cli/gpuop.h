@@ -24,6 +24,8 @@ struct gpuop_ctx {
 	const char *driver_root; /* --driver-root / $NVIDIA_DRIVER_ROOT, NULL = "/" */
 	const char *dev_root;    /* --dev-root / $NVIDIA_DEV_ROOT, NULL = "/" */
 	bool no_simulate_hint;   /* the caller falls back to a simulation itself */
+	const char *kubeconfig;  /* --kubeconfig (NULL: $KUBECONFIG, in-cluster, ~/.kube/config) */
+	const char *kube_context; /* --context */
 
 	/* Filled by ctx_simulate_setup(). */
 	bool simulated;
@@ -55,6 +57,16 @@ void ctx_validations_dir(const struct gpuop_ctx *ctx, char *buf, size_t len);
 /* The driver and dev roots in effect ("/" when unset). */
 const char *ctx_driver_root(const struct gpuop_ctx *ctx);
 const char *ctx_dev_root(const struct gpuop_ctx *ctx);
+
+struct kube_client;
+/* A Kubernetes API client from --kubeconfig/--context, $KUBECONFIG, the
+ * in-cluster service account, or ~/.kube/config, in that order.  Errors say
+ * which were tried.  Free with kube_client_free(). */
+int ctx_kube_client(const struct gpuop_ctx *ctx, struct kube_client **out, struct gpuop_error *err);
+
+/* This node's name for roles that label or inspect it: `opt` (a --node
+ * value) if set, else $NODE_NAME (the downward API), else the hostname. */
+const char *ctx_node_name(const char *opt, char *buf, size_t len);
 
 /* Profiles available to --simulate, one name per entry (caller frees each
  * and the array); for help texts and errors. */

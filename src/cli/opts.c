@@ -11,12 +11,15 @@ const char global_opts_help[] =
 	"  --driver-root DIR     where the NVIDIA driver is installed (env NVIDIA_DRIVER_ROOT;\n"
 	"                        default /, or the simulated node's driver root)\n"
 	"  --dev-root DIR        root under which dev/nvidia* live (env NVIDIA_DEV_ROOT)\n"
+	"  --kubeconfig FILE     Kubernetes client config (env KUBECONFIG; default: in-cluster\n"
+	"                        service account, then ~/.kube/config)\n"
+	"  --context NAME        kubeconfig context (default: its current-context)\n"
 	"  --log-level LEVEL     debug, info, warn, error (env GPUOP_LOG_LEVEL; default info)\n"
 	"  --log-format FORMAT   text or json (env GPUOP_LOG_FORMAT; default text)\n"
 	"  --help                help for gpuop or for a command\n"
 	"  --version             print the version\n";
 
-enum { G_SIMULATE, G_DRIVER_ROOT, G_DEV_ROOT, G_LOG_LEVEL, G_LOG_FORMAT, G_VERSION };
+enum { G_SIMULATE, G_DRIVER_ROOT, G_DEV_ROOT, G_LOG_LEVEL, G_LOG_FORMAT, G_VERSION, G_KUBECONFIG, G_CONTEXT };
 
 static const struct {
 	const char *name;
@@ -26,6 +29,7 @@ static const struct {
 	{"--simulate", G_SIMULATE, true},       {"--driver-root", G_DRIVER_ROOT, true},
 	{"--dev-root", G_DEV_ROOT, true},       {"--log-level", G_LOG_LEVEL, true},
 	{"--log-format", G_LOG_FORMAT, true},   {"--version", G_VERSION, false},
+	{"--kubeconfig", G_KUBECONFIG, true},   {"--context", G_CONTEXT, true},
 };
 
 static int apply(int id, const char *val, struct gpuop_ctx *ctx, struct global_opts *g,
@@ -51,6 +55,16 @@ static int apply(int id, const char *val, struct gpuop_ctx *ctx, struct global_o
 	case G_LOG_FORMAT:
 		if (log_format_parse(val, &g->format) < 0)
 			return usage_error(err, "--log-format %s: expected text or json", val);
+		break;
+	case G_KUBECONFIG:
+		if (!*val)
+			return usage_error(err, "--kubeconfig needs a file");
+		ctx->kubeconfig = val;
+		break;
+	case G_CONTEXT:
+		if (!*val)
+			return usage_error(err, "--context needs a context name");
+		ctx->kube_context = val;
 		break;
 	case G_VERSION:
 		g->version = true;

@@ -93,6 +93,7 @@ struct kube_client_opts {
 
 struct kube_client;
 
+/* cfg is copied (the caller may free it at once); opts NULL = defaults. */
 struct kube_client *kube_client_new(const struct kube_config *cfg, const struct kube_client_opts *opts,
 				    struct gpuop_error *err);
 void kube_client_free(struct kube_client *c);
