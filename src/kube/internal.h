@@ -33,6 +33,19 @@ void kube_response_free(struct kube_response *r);
 int kube_request(struct kube_client *c, const char *method, const char *path, const char *content_type,
 		 const char *body, size_t body_len, struct kube_response *resp, struct gpuop_error *err);
 
+/* Per-call variations of kube_request (NULL: the client's defaults).
+ * Leader election needs answers within its renew deadline, and an
+ * eviction's 429 means "a PodDisruptionBudget says not now", not "slow
+ * down", so neither may sit in the retry loop. */
+struct kube_request_opts {
+	bool no_retry;     /* one attempt only */
+	bool no_retry_429; /* a 429 is the answer, not a reason to retry */
+	long timeout_ms;   /* 0: the client's timeout */
+};
+int kube_request_ex(struct kube_client *c, const char *method, const char *path, const char *content_type,
+		    const char *body, size_t body_len, const struct kube_request_opts *ro,
+		    struct kube_response *resp, struct gpuop_error *err);
+
 /*
  * A streaming GET (watches): on_data gets each chunk of the body as it
  * arrives.  on_data returns 0 to go on, 1 to end the request cleanly, or
