@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* must-gather's archive writer and redaction (gather.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "base/cleanup.h"
+#include "doctor/gather.h"
+
+/* ------------------------------------------------------------ redaction */
+
+static bool has_ci(const char *s, size_t len, const char *needle)
+{
+	size_t n = strlen(needle);
+	for (size_t i = 0; i + n <= len; i++)
+		if (strncasecmp(s + i, needle, n) == 0)
+			return true;
+	return false;
+}
+
+bool gather_secret_name(const char *name, size_t len)
+{
+	static const char *const words[] = {"token",  "password", "passwd", "secret",
+					    "credential", "private", "apikey", "api_key",
+					    "api-key", "authorization", "key-data", "key_data",
+					    "keydata"};
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+		if (has_ci(name, len, words[i]))
+			return true;
+	/* "client-key", "ssh_key", "AWS_ACCESS_KEY", "accessKey"; but neither
+	 * "key" itself nor words that merely end in it ("monkey"). */
+	if (len <= 3 || strncasecmp(name + len - 3, "key", 3) != 0)
+		return false;
+	char before = name[len - 4];
+	return before == '-' || before == '_' || before == '.' ||
+	       (name[len - 3] == 'K' && islower((unsigned char)before));
+}
+
+static bool ident_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.';
+}
+
+static bool b64url_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '=' || c == '+' || c == '/';
+}
+
+static const char *memmem_s(const char *h, size_t hl, const char *n)
+{
+	return memmem(h, hl, n, strlen(n));
+}
+
+/* At in[i], a PEM block: its length up to the closing dashes, else 0. */
+static size_t pem_len(const char *in, size_t len, size_t i)
+{
+	if (len - i < 11 || memcmp(in + i, "-----BEGIN ", 11) != 0)
+		return 0;
+	const char *end = memmem_s(in + i, len - i, "-----END ");
+	if (!end)
+		return len - i; /* unterminated: everything after it may be key material */
+	size_t j = (size_t)(end - in) + 9;
+	const char *close = memmem_s(in + j, len - j, "-----");
+	return close ? (size_t)(close - in) + 5 - i : len - i;
+}
+
+/* At in[i], a JWT (eyJ....): its length, else 0. */
+static size_t jwt_len(const char *in, size_t len, size_t i)
+{
+	if (len - i < 20 || memcmp(in + i, "eyJ", 3) != 0 || (i && b64url_char(in[i - 1])))
+		return 0;
+	size_t j = i, dots = 0;
+	while (j < len && (b64url_char(in[j]) || in[j] == '.'))
+		dots += in[j++] == '.';
+	return dots >= 2 && j - i >= 20 ? j - i : 0;
+}
+
+int gather_redact_text(const char *in, size_t len, struct buf *out, struct gpuop_error *err)
+{
+	int count = 0;
+	size_t i = 0;
+
+	buf_reset(out);
+	if (buf_append(out, "", 0, err) < 0)
+		return -1;
+	while (i < len) {
+		size_t n;
+		if ((n = pem_len(in, len, i)) || (n = jwt_len(in, len, i))) {
+			if (buf_puts(out, GATHER_REDACTED, err) < 0)
+				return -1;
+			i += n;
+			count++;
+			continue;
+		}
+		if (len - i > 7 && strncasecmp(in + i, "bearer ", 7) == 0 &&
+		    (i == 0 || !ident_char(in[i - 1]))) {
+			size_t j = i + 7;
+			while (j < len && in[j] == ' ')
+				j++;
+			size_t start = j;
+			while (j < len && !isspace((unsigned char)in[j]) && in[j] != '"' && in[j] != '\'' &&
+			       in[j] != ',')
+				j++;
+			if (j > start) {
+				if (buf_append(out, in + i, 7, err) < 0 ||
+				    buf_puts(out, GATHER_REDACTED, err) < 0)
+					return -1;
+				i = j;
+				count++;
+				continue;
+			}
+		}
+		/* name [quote] [spaces] (: or =) value */
+		if (ident_char(in[i]) && (i == 0 || !ident_char(in[i - 1]))) {
+			size_t s = i, e = i;
+			/* A name ends where a PEM block or a JWT begins: "x-----BEGIN"
+			 * must not hide the block inside a word. */
+			while (e < len && ident_char(in[e]) &&
+			       (e == s || (!pem_len(in, len, e) && !jwt_len(in, len, e))))
+				e++;
+			size_t j = e;
+			if (j < len && (in[j] == '"' || in[j] == '\''))
+				j++;
+			while (j < len && (in[j] == ' ' || in[j] == '\t'))
+				j++;
+			if (j < len && (in[j] == ':' || in[j] == '=') && gather_secret_name(in + s, e - s)) {
+				j++;
+				while (j < len && (in[j] == ' ' || in[j] == '\t'))
+					j++;
+				size_t v = j;
+				if (v < len && (in[v] == '"' || in[v] == '\'')) {
+					char q = in[v];
+					size_t k = v + 1;
+					while (k < len && in[k] != q && in[k] != '\n')
+						k += (in[k] == '\\' && k + 1 < len) ? 2 : 1;
+					/* without a closing quote on the line: to its end */
+					if (buf_append(out, in + s, v - s + 1, err) < 0 ||
+					    buf_puts(out, GATHER_REDACTED, err) < 0)
+						return -1;
+					i = k;
+					count++;
+					continue;
+				}
+				size_t k = v;
+				/* to the end of the value, spaces included: "Bearer x" */
+				while (k < len && in[k] != '\n' && in[k] != '\r' && in[k] != ',' && in[k] != '}' &&
+				       in[k] != ';')
+					k++;
+				if (k > v) {
+					if (buf_append(out, in + s, v - s, err) < 0 ||
+					    buf_puts(out, GATHER_REDACTED, err) < 0)
+						return -1;
+					i = k;
+					count++;
+					continue;
+				}
+			}
+			if (buf_append(out, in + s, e - s, err) < 0)
+				return -1;
+			i = e;
+			continue;
+		}
+		if (buf_append(out, in + i, 1, err) < 0)
+			return -1;
+		i++;
+	}
+	return count;
+}
+
+static size_t redact_string(json_t *s)
+{
+	struct buf b;
+	struct gpuop_error e;
+	const char *v = json_string_value(s);
+	size_t len = json_string_length(s);
+
+	buf_init(&b, len * 2 + 64);
+	int n = gather_redact_text(v, len, &b, &e);
+	if (n > 0)
+		json_string_setn(s, b.data, b.len);
+	else if (n < 0)
+		json_string_set(s, GATHER_REDACTED); /* could not tell: keep nothing */
+	buf_free(&b);
+	return n < 0 ? 1 : (size_t)n;
+}
+
+static size_t redact_env(json_t *env)
+{
+	size_t i, n = 0;
+	json_t *e;
+	json_array_foreach(env, i, e)
+	{
+		const char *name = json_string_value(json_object_get(e, "name"));
+		json_t *val = json_object_get(e, "value");
+		if (name && json_is_string(val) && gather_secret_name(name, strlen(name))) {
+			json_string_set(val, GATHER_REDACTED);
+			n++;
+		}
+	}
+	return n;
+}
+
+static size_t redact_walk(json_t *v, int depth)
+{
+	size_t n = 0;
+	if (depth > 256)
+		return 0;
+	if (json_is_string(v))
+		return redact_string(v);
+	if (json_is_array(v)) {
+		size_t i;
+		json_t *x;
+		json_array_foreach(v, i, x) n += redact_walk(x, depth + 1);
+		return n;
+	}
+	if (!json_is_object(v))
+		return 0;
+	const char *kind = json_string_value(json_object_get(v, "kind"));
+	if (kind && strcmp(kind, "Secret") == 0) {
+		static const char *const maps[] = {"data", "stringData"};
+		for (size_t m = 0; m < ARRAY_SIZE(maps); m++) {
+			const char *k;
+			json_t *x;
+			json_object_foreach(json_object_get(v, maps[m]), k, x)
+			{
+				json_object_set_new(json_object_get(v, maps[m]), k, json_string(GATHER_REDACTED));
+				n++;
+			}
+		}
+		json_t *ann = json_object_get(json_object_get(v, "metadata"), "annotations");
+		if (json_object_get(ann, "kubectl.kubernetes.io/last-applied-configuration")) {
+			json_object_set_new(ann, "kubectl.kubernetes.io/last-applied-configuration",
+					    json_string(GATHER_REDACTED));
+			n++;
+		}
+	}
+	const char *k;
+	json_t *x;
+	json_object_foreach(v, k, x)
+	{
+		if (json_is_string(x) && gather_secret_name(k, strlen(k)) &&
+		    strcmp(json_string_value(x), GATHER_REDACTED) != 0) {
+			json_string_set(x, GATHER_REDACTED);
+			n++;
+			continue;
+		}
+		if (strcmp(k, "env") == 0 && json_is_array(x))
+			n += redact_env(x);
+		n += redact_walk(x, depth + 1);
+	}
+	return n;
+}
+
+size_t gather_redact_json(json_t *doc)
+{
+	return redact_walk(doc, 0);
+}
+
+/* ------------------------------------------------------------- tar.gz */
+
+struct gather_tar {
+	char path[PATH_MAX];
+	char tmp[PATH_MAX + 32];
+	int fd;
+	z_stream z;
+	bool z_ready;
+	unsigned char out[64 * 1024];
+	time_t now;
+};
+
+static int tar_write(struct gather_tar *t, const void *data, size_t len, int flush,
+		     struct gpuop_error *err)
+{
+	t->z.next_in = (Bytef *)data;
+	t->z.avail_in = (uInt)len;
+	do {
+		t->z.next_out = t->out;
+		t->z.avail_out = sizeof(t->out);
+		int rc = deflate(&t->z, flush);
+		if (rc == Z_STREAM_ERROR)
+			return error_set(err, GPUOP_ERR_GENERIC, rc, "%s: gzip: %s", t->path,
+					 t->z.msg ? t->z.msg : "stream error");
+		size_t have = sizeof(t->out) - t->z.avail_out;
+		for (size_t off = 0; off < have;) {
+			ssize_t w = write(t->fd, t->out + off, have - off);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				return error_errno(err, errno, "writing %s", t->tmp);
+			off += (size_t)w;
+		}
+	} while (t->z.avail_out == 0 || (flush == Z_FINISH && t->z.avail_in > 0));
+	return 0;
+}
+
+static int tar_feed(struct gather_tar *t, const void *data, size_t len, struct gpuop_error *err)
+{
+	/* zlib takes uInt lengths: feed large members in pieces. */
+	const char *p = data;
+	while (len) {
+		size_t n = len > (1u << 30) ? (1u << 30) : len;
+		if (tar_write(t, p, n, Z_NO_FLUSH, err) < 0)
+			return -1;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int gather_tar_open(const char *path, struct gather_tar **out, struct gpuop_error *err)
+{
+	_cleanup_free_ struct gather_tar *t = calloc(1, sizeof(*t));
+	if (!t)
+		return error_errno(err, ENOMEM, "%s", path);
+	if (snprintf(t->path, sizeof(t->path), "%s", path) >= (int)sizeof(t->path))
+		return error_set(err, GPUOP_ERR_GENERIC, 0, "%s: path too long", path);
+	const char *slash = strrchr(path, '/');
+	snprintf(t->tmp, sizeof(t->tmp), "%.*s.%s.tmpXXXXXX", slash ? (int)(slash - path + 1) : 0,
+		 path, slash ? slash + 1 : path);
+	t->fd = mkostemp(t->tmp, O_CLOEXEC);
+	if (t->fd < 0)
+		return error_errno(err, errno, "creating %s", t->tmp);
+	if (deflateInit2(&t->z, 6, Z_DEFLATED, 15 + 16 /* gzip header */, 8, Z_DEFAULT_STRATEGY) !=
+	    Z_OK) {
+		close(t->fd);
+		unlink(t->tmp);
+		return error_set(err, GPUOP_ERR_GENERIC, 0, "%s: gzip: cannot initialise zlib", path);
+	}
+	t->z_ready = true;
+	t->now = time(NULL);
+	*out = TAKE_PTR(t);
+	return 0;
+}
+
+static void octal(char *field, size_t width, unsigned long long v)
+{
+	/* width-1 digits, zero-padded, then NUL */
+	snprintf(field, width, "%0*llo", (int)width - 1, v);
+}
+
+int gather_tar_add(struct gather_tar *t, const char *name, const void *data, size_t len,
+		   struct gpuop_error *err)
+{
+	unsigned char h[512] = {0};
+	size_t nlen = strlen(name);
+	const char *base = name;
+	size_t plen = 0;
+
+	if (nlen == 0 || name[0] == '/' || strstr(name, ".."))
+		return error_set(err, GPUOP_ERR_GENERIC, 0, "archive member \"%s\": expected a relative "
+							    "path", name);
+	if (nlen > 100) {
+		/* split at a '/' so that prefix <= 155 and name <= 100 */
+		const char *cut = NULL;
+		for (const char *p = name; *p; p++)
+			if (*p == '/' && (size_t)(p - name) <= 155 && strlen(p + 1) <= 100 && p[1])
+				cut = p;
+		if (!cut)
+			return error_set(err, GPUOP_ERR_GENERIC, 0,
+					 "archive member \"%s\": name too long for ustar", name);
+		plen = (size_t)(cut - name);
+		base = cut + 1;
+	}
+	if (len > 077777777777ull)
+		return error_set(err, GPUOP_ERR_GENERIC, 0, "archive member %s: larger than 8 GiB", name);
+	memcpy(h, base, strlen(base));
+	octal((char *)h + 100, 8, 0644);
+	octal((char *)h + 108, 8, 0);
+	octal((char *)h + 116, 8, 0);
+	octal((char *)h + 124, 12, len);
+	octal((char *)h + 136, 12, (unsigned long long)t->now);
+	memset(h + 148, ' ', 8);
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memcpy(h + 265, "root", 4);
+	memcpy(h + 297, "root", 4);
+	if (plen)
+		memcpy(h + 345, name, plen);
+	unsigned int sum = 0;
+	for (size_t i = 0; i < sizeof(h); i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+	static const unsigned char zeros[512];
+	if (tar_feed(t, h, sizeof(h), err) < 0 || tar_feed(t, data, len, err) < 0 ||
+	    tar_feed(t, zeros, (512 - len % 512) % 512, err) < 0)
+		return error_wrap(err, "archive member %s", name);
+	return 0;
+}
+
+void gather_tar_abort(struct gather_tar *t)
+{
+	if (!t)
+		return;
+	if (t->z_ready)
+		deflateEnd(&t->z);
+	if (t->fd >= 0) {
+		close(t->fd);
+		unlink(t->tmp);
+	}
+	free(t);
+}
+
+int gather_tar_finish(struct gather_tar *t, struct gpuop_error *err)
+{
+	static const unsigned char zeros[1024];
+	if (tar_feed(t, zeros, sizeof(zeros), err) < 0 || tar_write(t, NULL, 0, Z_FINISH, err) < 0)
+		goto fail;
+	if (fchmod(t->fd, 0600) < 0 || fsync(t->fd) < 0) {
+		error_errno(err, errno, "writing %s", t->tmp);
+		goto fail;
+	}
+	if (rename(t->tmp, t->path) < 0) {
+		error_errno(err, errno, "renaming %s to %s", t->tmp, t->path);
+		goto fail;
+	}
+	deflateEnd(&t->z);
+	close(t->fd);
+	free(t);
+	return 0;
+fail:
+	gather_tar_abort(t);
+	return -1;
+}
