@@ -33,7 +33,8 @@ static const char help[] =
 	"describe exactly what the plugin advertises.\n\n"
 	"Outputs (default: the NFD features file):\n"
 	"  --output FILE, -o FILE    NFD's local-source file, replaced atomically and kept on\n"
-	"                            exit (default " DISC_DEFAULT_FILE ");\n"
+	"                            exit (default " DISC_DEFAULT_FILE ",\n"
+	"                            or that path inside a simulated node's state dir);\n"
 	"                            '-' prints to stdout\n"
 	"  --use-node-feature-api    create/update NodeFeature nvidia-features-for-<node> in\n"
 	"                            $NAMESPACE (default gpuop) for NFD's API flow\n"
@@ -106,6 +107,7 @@ struct disc_cli {
 	const char *labels_file, *node_opt;
 	char node[256];
 	char sim_machine[128];
+	char sim_output[PATH_MAX]; /* the features file inside a simulated node */
 };
 
 static int parse_bool(const char *what, const char *v, bool *out, struct gpuop_error *err)
@@ -214,15 +216,6 @@ static int open_nvml(void *ud, struct nvml **out, struct gpuop_error *err)
 static const char *env_get(const char *name)
 {
 	return getenv(name);
-}
-
-/* A simulated node's DMI product name is its profile's "machine". */
-static void sim_machine(const struct gpuop_ctx *ctx, char *buf, size_t len)
-{
-	json_error_t je;
-	_cleanup_json_ json_t *p = json_load_file(ctx->sim_profile_path, 0, &je);
-	const char *m = json_string_value(json_object_get(p, "machine"));
-	snprintf(buf, len, "%s", m ? m : "");
 }
 
 static int read_labels_file(const char *path, struct disc_labels *out, struct gpuop_error *err)
@@ -403,12 +396,18 @@ int cmd_discover(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 		/* The simulated GPUs are on no PCI bus and the machine is the
 		 * profile's: data-center GPUs are 3D controllers ("compute").
 		 * --host-root still points at a real (or fixture) tree. */
-		sim_machine(ctx, c.sim_machine, sizeof(c.sim_machine));
+		ctx_sim_machine(ctx, c.sim_machine, sizeof(c.sim_machine));
 		if (!c.run.machine_file && !c.run.host_root && c.sim_machine[0])
 			c.run.machine = c.sim_machine;
 		if (!c.run.host_root) {
 			c.run.no_pci_scan = true;
 			c.run.assumed_class = 0x030200;
+		}
+		/* Like the CDI spec: a simulated node's labels stay in its
+		 * state dir, never in this machine's NFD directory. */
+		if (!c.run.output) {
+			ctx_features_path(ctx, c.sim_output, sizeof(c.sim_output));
+			c.run.output = c.sim_output;
 		}
 	}
 	if (c.check)

@@ -28,6 +28,8 @@
 #include "base/log.h"
 #include "cdi/toolkit.h"
 #include "deviceplugin/deviceplugin.h"
+#include "discovery/discovery.h"
+#include "validate/validate.h"
 #include "exporter/serve.h"
 #include "cli/gpuop.h"
 #include "gpu/gpu.h"
@@ -48,6 +50,12 @@ static const char help[] =
 	"                         layer failed, 1 otherwise\n"
 	"  --json                 with --once: one JSON document {inventory, readiness}\n"
 	"  -h, --help             this help\n\n"
+	"Roles: container toolkit (CDI spec), device plugin, exporter, feature discovery.\n"
+	"Environment:\n"
+	"  DP_PLUGIN_DIR          kubelet's device-plugin directory\n"
+	"  GPUOP_EXPORTER_LISTEN  the exporter's address (default :9400)\n"
+	"  GPUOP_FEATURES_FILE    discovery's NFD features file (default\n"
+	"                         " DISC_DEFAULT_FILE ")\n\n"
 	"Examples:\n"
 	"  gpuop node --or-simulate dgx-h100\n"
 	"  gpuop node --simulate l4x4 --once --json\n";
@@ -76,6 +84,7 @@ struct node_run {
 	/* the device plugin and exporter roles, each on its own thread and loop */
 	struct node_dp *dp;
 	struct node_exp *exp;
+	struct node_disc *disc;
 };
 
 /* A role that runs on its own thread and loop, driven by bytes on a pipe:
@@ -84,7 +93,8 @@ struct node_run {
 #define ROLE_RELOAD 'r'
 #define ROLE_STOP 'x'
 _Static_assert(ROLE_RELOAD == DP_CTL_RELOAD && ROLE_RELOAD == EXP_CTL_RELOAD &&
-		       ROLE_STOP == DP_CTL_STOP && ROLE_STOP == EXP_CTL_STOP,
+		       ROLE_RELOAD == DISC_CTL_RELOAD && ROLE_STOP == DP_CTL_STOP &&
+		       ROLE_STOP == EXP_CTL_STOP && ROLE_STOP == DISC_CTL_STOP,
 	       "embedded roles share one control protocol");
 
 struct node_role {
@@ -115,6 +125,15 @@ struct node_exp {
 	struct node_role role;
 	struct exp_status status;
 	struct exp_run_opts opts;
+};
+
+/* Feature discovery: GFD's labels into NFD's features file. */
+struct node_disc {
+	struct node_role role;
+	struct disc_run_opts opts;
+	size_t label_count; /* atomic: written by the role after each write */
+	char path[PATH_MAX];
+	char machine[128];
 };
 
 static void set(struct chk_result *r, enum chk_state s, const char *fix, const char *fmt, ...)
@@ -422,10 +441,82 @@ static void check_exporter(struct node_run *r, struct chk_result *res)
 		    st.address, st.gpus, (unsigned long long)st.interval_ms);
 }
 
-static void check_not_built(struct node_run *r, struct chk_result *res)
+static void check_discovery(struct node_run *r, struct chk_result *res)
 {
-	(void)r;
-	set(res, CHK_SKIP, NULL, "not checked: this role is not part of this gpuop build yet");
+	struct node_disc *d = r->disc;
+
+	if (!d) {
+		set(res, CHK_SKIP, NULL, "not checked: feature discovery did not start");
+		return;
+	}
+	if (role_failed(&d->role)) {
+		set(res, CHK_FAIL, "see the discover log lines; `gpuop discover --oneshot --output -` shows the labels",
+		    "stopped: %s", d->role.err.msg);
+		return;
+	}
+	size_t n = __atomic_load_n(&d->label_count, __ATOMIC_ACQUIRE);
+	if (!n)
+		set(res, CHK_WARN, NULL, "starting: no labels written yet to %s", d->path);
+	else
+		set(res, CHK_OK, NULL, "%zu nvidia.com/ labels in %s (NFD's local source)", n, d->path);
+}
+
+static int node_open_nvml(void *ud, struct nvml **out, struct gpuop_error *err);
+
+/* The validator role: every layer bottom-up, with its marker written or
+ * removed in the validations dir, as `gpuop validate all` does.  On a
+ * simulated node kubelet's PodResources socket is the node's own copy. */
+static void check_validation(struct node_run *r, struct chk_result *res)
+{
+	char sock[PATH_MAX], words[640] = "";
+	size_t used = 0;
+	int fails = 0, unready = 0;
+	const char *fix = NULL;
+	char fixbuf[512];
+
+	if (r->ctx->simulated)
+		snprintf(sock, sizeof(sock), "%s%s", r->ctx->sim_state, VALIDATE_PODRESOURCES_SOCKET);
+	struct validate_env env = {
+		.driver_root = ctx_driver_root(r->ctx),
+		.dev_root = ctx_dev_root(r->ctx),
+		.validations_dir = r->validations,
+		.cdi_spec_path = r->spec_path,
+		.simulated = r->ctx->simulated,
+		.nvml = r->nvml,
+		.open_nvml = node_open_nvml,
+		.open_nvml_ud = r->ctx,
+		.podresources_socket = r->ctx->simulated ? sock : NULL,
+		.timeout_ms = 2000,
+	};
+	for (int l = 0; l < VALIDATE_NLAYERS; l++) {
+		struct validate_result v;
+		struct gpuop_error e = {0};
+		if (validate_layer(&env, (enum validate_layer)l, &v, &e) < 0) {
+			set(res, CHK_FAIL, "check that the validations dir is writable", "%s", e.msg);
+			return;
+		}
+		bool ready = validate_state_ready(v.state);
+		fails += v.state == VALIDATE_FAIL;
+		unready += !ready;
+		if (!ready && !fix && v.fix[0]) {
+			snprintf(fixbuf, sizeof(fixbuf), "%s", v.fix);
+			fix = fixbuf;
+		}
+		const char *why = v.detail;
+		if (strncmp(why, "not checked: ", 13) == 0)
+			why += 13; /* the state already says so */
+		char part[384];
+		if (v.state == VALIDATE_PASS)
+			snprintf(part, sizeof(part), "%s pass", validate_layer_name((enum validate_layer)l));
+		else
+			snprintf(part, sizeof(part), "%s %s (%s)", validate_layer_name((enum validate_layer)l),
+				 validate_state_name(v.state), why);
+		int n = snprintf(words + used, sizeof(words) - used, "%s%s", l ? ", " : "", part);
+		if (n > 0)
+			used = (size_t)n < sizeof(words) - used ? used + (size_t)n : sizeof(words) - 1;
+	}
+	set(res, fails ? CHK_FAIL : unready ? CHK_WARN : CHK_OK, fix, "%s (markers in %s)", words,
+	    r->validations);
 }
 
 /* Bottom-up: a row only means something when the rows above it pass. */
@@ -441,8 +532,9 @@ static const struct check {
 	{"MIG", check_mig},
 	{"container toolkit", check_toolkit},
 	{"device plugin", check_device_plugin},
-	{"feature discovery", check_not_built},
+	{"feature discovery", check_discovery},
 	{"exporter", check_exporter},
+	{"validation", check_validation},
 };
 
 static int refresh(struct node_run *r)
@@ -864,6 +956,55 @@ static struct node_exp *start_exporter(struct gpuop_ctx *ctx)
 	return x;
 }
 
+static int run_discovery(struct node_role *role)
+{
+	struct node_disc *d = (struct node_disc *)role;
+	return disc_run(&d->opts, &role->err);
+}
+
+/* The discovery role: labels into NFD's features file (the host's, or the
+ * simulated node's copy; GPUOP_FEATURES_FILE overrides), re-checked every
+ * minute and on SIGHUP, with the device plugin's config so both agree. */
+static struct node_disc *start_discovery(struct gpuop_ctx *ctx)
+{
+	struct node_disc *d = calloc(1, sizeof(*d));
+	const char *file = getenv("GPUOP_FEATURES_FILE");
+
+	if (!d)
+		return NULL;
+	if (file && *file)
+		snprintf(d->path, sizeof(d->path), "%s", file);
+	else
+		ctx_features_path(ctx, d->path, sizeof(d->path));
+	d->role = (struct node_role){.name = "discover", .run = run_discovery};
+	if (role_open(&d->role) < 0) {
+		free(d);
+		return NULL;
+	}
+	d->opts = (struct disc_run_opts){
+		.embedded = true,
+		.stop_fd = d->role.ctl[0],
+		.open_nvml = node_open_nvml,
+		.open_ud = ctx,
+		.sinks = DISC_SINK_FILE,
+		.output = d->path,
+		.env = node_getenv,
+		.label_count = &d->label_count,
+	};
+	if (ctx->simulated) {
+		/* Simulated GPUs are on no PCI bus; their machine is the profile's. */
+		ctx_sim_machine(ctx, d->machine, sizeof(d->machine));
+		d->opts.machine = d->machine[0] ? d->machine : NULL;
+		d->opts.no_pci_scan = true;
+		d->opts.assumed_class = 0x030200;
+	}
+	if (role_launch(&d->role) < 0) {
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
 /* Give the roles a moment to serve (and the plugin to find kubelet), so the
  * first report says something true. */
 static void wait_roles_up(struct node_run *r)
@@ -871,6 +1012,8 @@ static void wait_roles_up(struct node_run *r)
 	for (int i = 0; i < 100; i++) {
 		bool dp_up = !r->dp || __atomic_load_n(&r->dp->role.done, __ATOMIC_ACQUIRE);
 		bool exp_up = !r->exp || __atomic_load_n(&r->exp->role.done, __ATOMIC_ACQUIRE);
+		bool disc_up = !r->disc || __atomic_load_n(&r->disc->role.done, __ATOMIC_ACQUIRE) ||
+			       __atomic_load_n(&r->disc->label_count, __ATOMIC_ACQUIRE);
 		if (r->dp && !dp_up) {
 			pthread_mutex_lock(&r->dp->status.mu);
 			dp_up = r->dp->status.running &&
@@ -882,7 +1025,7 @@ static void wait_roles_up(struct node_run *r)
 			exp_up = r->exp->status.running && r->exp->status.last_ok_ms;
 			pthread_mutex_unlock(&r->exp->status.mu);
 		}
-		if (dp_up && exp_up)
+		if (dp_up && exp_up && disc_up)
 			return;
 		usleep(10 * 1000);
 	}
@@ -915,6 +1058,8 @@ static void relaunch_roles(struct node_run *r)
 		relaunch_failed(&r->dp->role);
 	if (r->exp)
 		relaunch_failed(&r->exp->role);
+	if (r->disc)
+		relaunch_failed(&r->disc->role);
 }
 
 /* SIGHUP, or the driver back: the roles rescan and reload. */
@@ -924,6 +1069,8 @@ static void reload_roles(struct node_run *r)
 		role_send(&r->dp->role, ROLE_RELOAD);
 	if (r->exp)
 		role_send(&r->exp->role, ROLE_RELOAD);
+	if (r->disc)
+		role_send(&r->disc->role, ROLE_RELOAD);
 }
 
 static void stop_roles(struct node_run *r)
@@ -937,6 +1084,10 @@ static void stop_roles(struct node_run *r)
 		role_stop(&r->exp->role);
 		pthread_mutex_destroy(&r->exp->status.mu);
 		free(r->exp);
+	}
+	if (r->disc) {
+		role_stop(&r->disc->role);
+		free(r->disc);
 	}
 }
 
@@ -1012,6 +1163,7 @@ int cmd_node(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *e
 	signal(SIGPIPE, SIG_IGN); /* a kubelet that hangs up is the plugin's business */
 	r.dp = start_device_plugin(ctx);
 	r.exp = start_exporter(ctx);
+	r.disc = start_discovery(ctx);
 	wait_roles_up(&r);
 
 	int failed;

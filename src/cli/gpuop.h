@@ -53,6 +53,12 @@ int ctx_open_nvml(struct gpuop_ctx *ctx, struct nvml **out, struct gpuop_error *
  * this machine's real CDI registry.  Call after ctx_simulate_setup(). */
 void ctx_cdi_spec_path(const struct gpuop_ctx *ctx, char *buf, size_t len);
 void ctx_validations_dir(const struct gpuop_ctx *ctx, char *buf, size_t len);
+/* NFD's features file for discovery's labels: the host's
+ * /etc/kubernetes/node-feature-discovery/features.d/gfd, or the same path
+ * inside a simulated node's state dir. */
+void ctx_features_path(const struct gpuop_ctx *ctx, char *buf, size_t len);
+/* A simulated node's DMI product name (its profile's "machine"), "" if none. */
+void ctx_sim_machine(const struct gpuop_ctx *ctx, char *buf, size_t len);
 
 /* The driver and dev roots in effect ("/" when unset). */
 const char *ctx_driver_root(const struct gpuop_ctx *ctx);

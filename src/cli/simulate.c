@@ -48,6 +48,21 @@ void ctx_cdi_spec_path(const struct gpuop_ctx *ctx, char *buf, size_t len)
 		snprintf(buf, len, "/var/run/cdi/nvidia.yaml");
 }
 
+void ctx_sim_machine(const struct gpuop_ctx *ctx, char *buf, size_t len)
+{
+	json_error_t je;
+	json_t *p = ctx->simulated ? json_load_file(ctx->sim_profile_path, 0, &je) : NULL;
+	const char *m = json_string_value(json_object_get(p, "machine"));
+	snprintf(buf, len, "%s", m ? m : "");
+	json_decref(p);
+}
+
+void ctx_features_path(const struct gpuop_ctx *ctx, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/etc/kubernetes/node-feature-discovery/features.d/gfd",
+		 ctx->simulated ? ctx->sim_state : "");
+}
+
 void ctx_validations_dir(const struct gpuop_ctx *ctx, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/run/nvidia/validations", ctx->simulated ? ctx->sim_state : "");

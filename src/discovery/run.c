@@ -203,7 +203,7 @@ static int pass(struct disc_state *st, bool first, struct gpuop_error *err)
 	snprintf(count, sizeof(count), "%zu", l.n);
 	log_info(COMP, "labels written", "count", count, "to", sink_names(st->o), NULL);
 	if (st->o->label_count)
-		*st->o->label_count = l.n;
+		__atomic_store_n(st->o->label_count, l.n, __ATOMIC_RELEASE); /* read by gpuop node's report thread */
 	disc_labels_free(&st->last);
 	st->last = l;
 	l = (struct disc_labels){0};

@@ -196,7 +196,23 @@ class NodeTest(GpuopCase):
         self.assertEqual(layers["device plugin"]["state"], "warn")
         self.assertIn("serving 4 devices", layers["device plugin"]["detail"])
         self.assertIn("0 registered with kubelet", layers["device plugin"]["detail"])
-        self.assertEqual(layers["feature discovery"]["state"], "skip")
+        # the discovery role labelled the simulated node in its own NFD dir
+        self.assertEqual(layers["feature discovery"]["state"], "ok", layers["feature discovery"])
+        features = os.path.join(self.state, "etc", "kubernetes", "node-feature-discovery", "features.d", "gfd")
+        self.assertIn(features, layers["feature discovery"]["detail"])
+        with open(features) as f:
+            labels = dict(line.rstrip("\n").split("=", 1) for line in f if line.strip())
+        self.assertEqual(labels["nvidia.com/gpu.product"], "NVIDIA-L4")
+        self.assertEqual(labels["nvidia.com/gpu.count"], "4")
+        self.assertRegex(layers["feature discovery"]["detail"], r"^%d nvidia\.com/ labels" % len(labels))
+        # the validator role: lower layers pass and leave their markers;
+        # no kubelet or API here, so the plugin layer is not checked
+        self.assertEqual(layers["validation"]["state"], "warn", layers["validation"])
+        self.assertIn("driver pass, toolkit pass, cuda skipped", layers["validation"]["detail"])
+        self.assertIn("plugin not checked", layers["validation"]["detail"])
+        for marker in ("driver-ready", "toolkit-ready", "cuda-ready"):
+            self.assertTrue(os.path.exists(os.path.join(self.state, "run", "nvidia", "validations", marker)), marker)
+        self.assertFalse(os.path.exists(os.path.join(self.state, "run", "nvidia", "validations", "plugin-ready")))
         self.assertEqual(layers["exporter"]["state"], "ok", layers["exporter"])
         self.assertRegex(layers["exporter"]["detail"], r"serving http://127\.0\.0\.1:\d+/metrics for 4 GPUs")
         self.assertEqual(doc["inventory"]["gpu_count"], 4)
