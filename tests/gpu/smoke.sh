@@ -73,7 +73,7 @@ fi
 
 # The node's plugin socket dir and exporter port stay private to this run.
 mkdir -p /tmp/gpuop-smoke-dp
-DP_PLUGIN_DIR=/tmp/gpuop-smoke-dp GPUOP_EXPORTER_LISTEN=127.0.0.1:0 \
+DP_PLUGIN_DIR=/tmp/gpuop-smoke-dp GPUOP_EXPORTER_LISTEN=127.0.0.1:0 GPUOP_FEATURES_FILE=/tmp/gpuop-smoke-gfd \
   "$GPUOP" node --once >/tmp/gpuop-node.txt 2>&1
 check "gpuop node --once readiness" $? "$(grep -E '^ +\[(FAIL|warn)' /tmp/gpuop-node.txt | head -3 | tr -s ' ')"
 
@@ -82,6 +82,31 @@ check "gpuop node --once readiness" $? "$(grep -E '^ +\[(FAIL|warn)' /tmp/gpuop-
   "$GPUOP" cdi validate /tmp/gpuop-smoke-cdi.yaml
 check "gpuop cdi generate + validate (real driver root)" $? "$(head -c 300 /tmp/gpuop-cdi.err)"
 sed -n '/Readiness/,$p' /tmp/gpuop-node.txt
+
+# The validator's CUDA layer: a vector add on every GPU through libcuda.
+# This is the only place its embedded PTX meets a real driver's JIT.
+V=/tmp/gpuop-smoke-validations
+mkdir -p "$V"
+"$GPUOP" validate driver --validations-dir "$V" >/dev/null 2>&1
+"$GPUOP" validate toolkit --validations-dir "$V" --cdi-spec /tmp/gpuop-smoke-cdi.yaml >/dev/null 2>&1
+timeout 120 "$GPUOP" validate cuda --validations-dir "$V" --json >/tmp/gpuop-cuda.json 2>/tmp/gpuop-cuda.err
+check "gpuop validate cuda (vector add on every GPU)" $? \
+  "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("; ".join(l["state"]+": "+l["detail"] for l in d["layers"]))' /tmp/gpuop-cuda.json 2>/dev/null || head -c 300 /tmp/gpuop-cuda.err)"
+
+# Feature discovery on real GPUs: GFD's labels, product and count as nvidia-smi says.
+"$GPUOP" discover --oneshot --no-timestamp --output - >/tmp/gpuop-labels.txt 2>/tmp/gpuop-labels.err
+smi_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-' | tr -cd 'A-Za-z0-9._-')
+smi_count=$(nvidia-smi -L | grep -c '^GPU ')
+grep -qx "nvidia.com/gpu.product=$smi_name" /tmp/gpuop-labels.txt &&
+  grep -qx "nvidia.com/gpu.count=$smi_count" /tmp/gpuop-labels.txt
+check "gpuop discover labels (product, count)" $? "$(grep -E 'gpu\.(product|count|family|memory)=' /tmp/gpuop-labels.txt | tr '\n' ' ')"
+cat /tmp/gpuop-labels.txt
+
+# preflight and doctor read the real host; printed for the record.
+"$GPUOP" preflight >/tmp/gpuop-preflight.txt 2>&1
+echo "INFO gpuop preflight exit $?"; cat /tmp/gpuop-preflight.txt
+"$GPUOP" doctor --no-api >/tmp/gpuop-doctor.txt 2>&1
+echo "INFO gpuop doctor exit $?"; cat /tmp/gpuop-doctor.txt
 
 echo "smoke finished in $(( $(date +%s) - start )) s"
 echo "$pass passed, $fail failed"
