@@ -173,9 +173,10 @@ static void read_os(const struct root *r, struct host_os *os)
 
 /* ---- kernel -------------------------------------------------------------- */
 
-/* Where distributions put the headers that DKMS and NVIDIA's driver
- * container build against: Debian/Ubuntu's build link, the headers
- * package's own dir, RHEL's kernel-devel. */
+/* Where distributions put the headers that DKMS builds against (NVIDIA's
+ * driver container installs its own copy from the repositories):
+ * Debian/Ubuntu's build link, the headers package's own dir, RHEL's
+ * kernel-devel. */
 static const struct {
 	const char *prefix, *suffix;
 } header_dirs[] = {
@@ -267,6 +268,22 @@ static void read_module(const struct root *r, const char *modules, const char *n
 #define SECURE_BOOT_VAR                                                                            \
 	"sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
+/* Does sys/firmware/efi/efivars list any variable?  Every EFI machine has
+ * some (Boot0000, ...); none means efivarfs is not mounted there. */
+static bool efivars_visible(const struct root *r)
+{
+	char path[PATH_MAX];
+	_cleanup_closedir_ DIR *d = NULL;
+	struct dirent *de;
+
+	if (root_path(r, "sys/firmware/efi/efivars", path, sizeof(path)) < 0 || !(d = opendir(path)))
+		return false;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			return true;
+	return false;
+}
+
 static enum tristate read_secure_boot(const struct root *r)
 {
 	_cleanup_buf_ struct buf b = { 0 };
@@ -281,9 +298,11 @@ static enum tristate read_secure_boot(const struct root *r)
 	}
 	/* A machine booted by BIOS has no EFI at all, hence no Secure Boot;
 	 * one booted by EFI without the variable cannot enforce it either.
+	 * But an empty efivars dir is efivarfs not mounted (common in a
+	 * container given the host's /sys): the variables exist, unseen.
 	 * Without /sys/firmware we cannot tell. */
 	if (root_path(r, "sys/firmware/efi", path, sizeof(path)) == 0 && stat(path, &st) == 0)
-		return TRI_NO;
+		return efivars_visible(r) ? TRI_NO : TRI_UNKNOWN;
 	if (root_path(r, "sys/firmware", path, sizeof(path)) == 0 && stat(path, &st) == 0)
 		return TRI_NO;
 	return TRI_UNKNOWN;
@@ -439,8 +458,10 @@ struct runtime_desc {
 };
 
 static const struct runtime_desc runtimes[] = {
+	/* k3s and RKE2 run their own containerd with its socket under run/k3s. */
 	{ HOST_RT_CONTAINERD, "containerd",
-	  { "run/containerd/containerd.sock", "var/run/containerd/containerd.sock", NULL },
+	  { "run/containerd/containerd.sock", "var/run/containerd/containerd.sock",
+	    "run/k3s/containerd/containerd.sock" },
 	  { "containerd.io", "containerd", NULL }, "1.7" },
 	{ HOST_RT_CRIO, "cri-o",
 	  { "run/crio/crio.sock", "var/run/crio/crio.sock", NULL },

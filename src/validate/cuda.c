@@ -24,6 +24,7 @@
 
 #include "base/cleanup.h"
 #include "host/driverfiles.h"
+#include "validate/internal.h"
 #include "validate/validate.h"
 
 typedef int CUresult;
@@ -33,11 +34,19 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef int CUjit_option;
 
 #define CUDA_SUCCESS 0
+/* CUjit_option values: the JIT writes its messages into buffers we give
+ * it; the size options go in as the buffer size and come back as the
+ * bytes written. */
+#define CU_JIT_INFO_LOG_BUFFER 3
+#define CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES 4
+#define CU_JIT_ERROR_LOG_BUFFER 5
+#define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+#define JIT_LOG_MAX 2048
 
 struct cuda_api {
-	void *lib;
 	CUresult (*Init)(unsigned int);
 	CUresult (*DriverGetVersion)(int *);
 	CUresult (*DeviceGetCount)(int *);
@@ -47,7 +56,7 @@ struct cuda_api {
 	CUresult (*DevicePrimaryCtxRelease)(CUdevice);
 	CUresult (*CtxSetCurrent)(CUcontext);
 	CUresult (*CtxSynchronize)(void);
-	CUresult (*ModuleLoadData)(CUmodule *, const void *);
+	CUresult (*ModuleLoadDataEx)(CUmodule *, const void *, unsigned int, CUjit_option *, void **);
 	CUresult (*ModuleUnload)(CUmodule);
 	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
 	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
@@ -74,7 +83,7 @@ static const struct {
 	SYM(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
 	SYM(CtxSetCurrent, "cuCtxSetCurrent"),
 	SYM(CtxSynchronize, "cuCtxSynchronize"),
-	SYM(ModuleLoadData, "cuModuleLoadData"),
+	SYM(ModuleLoadDataEx, "cuModuleLoadDataEx"),
 	SYM(ModuleUnload, "cuModuleUnload"),
 	SYM(ModuleGetFunction, "cuModuleGetFunction"),
 	SYM(MemAlloc, "cuMemAlloc_v2"),
@@ -135,23 +144,46 @@ static const char vadd_ptx[] =
 #define VADD_N 4096u
 #define VADD_BLOCK 256u
 
+/* The driver's words for a CUresult ("a PTX JIT compilation failed"). */
+static const char *cu_words(const struct cuda_api *cu, CUresult rc)
+{
+	const char *words = NULL;
+
+	if (cu->GetErrorString)
+		cu->GetErrorString(rc, &words);
+	return words ? words : "unknown";
+}
+
 static int cu_fail(const struct cuda_api *cu, CUresult rc, struct gpuop_error *err, const char *fmt,
 		   ...) __attribute__((format(printf, 4, 5)));
 
 static int cu_fail(const struct cuda_api *cu, CUresult rc, struct gpuop_error *err, const char *fmt,
 		   ...)
 {
-	const char *words = NULL;
 	char what[256];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	if (cu->GetErrorString)
-		cu->GetErrorString(rc, &words);
 	return error_set(err, GPUOP_ERR_GENERIC, rc, "%s: CUDA error %d (%s)", what, rc,
-			 words ? words : "unknown");
+			 cu_words(cu, rc));
+}
+
+/* Libraries libcuda dlopens by soname when it JIT-compiles PTX.  Under a
+ * driver root (the driver container's /run/nvidia/driver) no search path of
+ * ours lists them, and setting LD_LIBRARY_PATH now is too late for the
+ * loader; loaded first by path, RTLD_GLOBAL, they answer that dlopen by
+ * their soname.  Without them cuModuleLoadDataEx fails with "PTX JIT
+ * compiler library not found". */
+static const char *const jit_libs[] = { "libnvidia-ptxjitcompiler.so.", "libnvidia-gpucomp.so." };
+
+static bool is_jit_lib(const char *base)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(jit_libs); i++)
+		if (strncmp(base, jit_libs[i], strlen(jit_libs[i])) == 0)
+			return true;
+	return false;
 }
 
 /* libcuda under the driver root: the driver's own file list knows where
@@ -175,6 +207,14 @@ static void *open_libcuda(const char *driver_root, char *tried, size_t len)
 		const struct driver_file *f = &df->files[i];
 		const char *base = strrchr(f->container_path, '/');
 		base = base ? base + 1 : f->container_path;
+		/* A failed preload is left to the JIT to report, in its words. */
+		if (f->kind == DRIVER_FILE_LIBRARY && is_jit_lib(base))
+			dlopen(f->host_path, RTLD_NOW | RTLD_GLOBAL);
+	}
+	for (size_t i = 0; i < df->nfiles; i++) {
+		const struct driver_file *f = &df->files[i];
+		const char *base = strrchr(f->container_path, '/');
+		base = base ? base + 1 : f->container_path;
 		if (f->kind == DRIVER_FILE_LIBRARY && strncmp(base, "libcuda.so.", 11) == 0) {
 			snprintf(tried, len, "%s", f->host_path);
 			return dlopen(f->host_path, RTLD_NOW | RTLD_LOCAL);
@@ -182,6 +222,43 @@ static void *open_libcuda(const char *driver_root, char *tried, size_t len)
 	}
 	snprintf(tried, len, "libcuda.so.* under %s (not among the driver's libraries)", driver_root);
 	return NULL;
+}
+
+/* The JIT's log as one line: its messages are newline-separated. */
+static void one_line(char *s)
+{
+	for (char *p = s; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = *(p + 1) ? ';' : '\0';
+}
+
+/* JIT-compile the PTX for the current context's GPU.  When the driver
+ * refuses it, the JIT's own error log is the only place that says why
+ * (an unsupported .version, a syntax error at line N), so it goes into
+ * the error. */
+static int load_module(const struct cuda_api *cu, CUmodule *mod, const char *name,
+		       struct gpuop_error *err)
+{
+	char errlog[JIT_LOG_MAX] = "", infolog[JIT_LOG_MAX] = "";
+	CUjit_option opts[] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+				CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES };
+	void *vals[] = { errlog, (void *)(uintptr_t)sizeof(errlog), infolog,
+			 (void *)(uintptr_t)sizeof(infolog) };
+	CUresult rc = cu->ModuleLoadDataEx(mod, vadd_ptx, (unsigned int)ARRAY_SIZE(opts), opts, vals);
+
+	if (rc == CUDA_SUCCESS)
+		return 0;
+	*mod = NULL;
+	errlog[sizeof(errlog) - 1] = '\0';
+	infolog[sizeof(infolog) - 1] = '\0';
+	one_line(errlog);
+	one_line(infolog);
+	const char *log = errlog[0] ? errlog : infolog;
+	return error_set(err, GPUOP_ERR_GENERIC, rc,
+			 "%s: cuModuleLoadDataEx (JIT of the vector-add PTX, .version 6.0, "
+			 ".target sm_50): CUDA error %d (%s); %s%s",
+			 name, rc, cu_words(cu, rc), log[0] ? "JIT log: " : "the JIT left no log",
+			 log);
 }
 
 /* Load the module, run the kernel on one device, check every element. */
@@ -210,10 +287,8 @@ static int run_on_device(const struct cuda_api *cu, int ordinal, char *name, siz
 		cu_fail(cu, rc, err, "%s: cuCtxSetCurrent", name);
 		goto out;
 	}
-	if ((rc = cu->ModuleLoadData(&mod, vadd_ptx)) != CUDA_SUCCESS) {
-		cu_fail(cu, rc, err, "%s: cuModuleLoadData (JIT of the vector-add PTX)", name);
+	if (load_module(cu, &mod, name, err) < 0)
 		goto out;
-	}
 	if ((rc = cu->ModuleGetFunction(&fn, mod, "gpuop_vadd")) != CUDA_SUCCESS) {
 		cu_fail(cu, rc, err, "%s: cuModuleGetFunction", name);
 		goto out;
@@ -275,57 +350,65 @@ out:
 	return ret;
 }
 
+static void *dl_sym(void *lib, const char *name)
+{
+	return dlsym(lib, name);
+}
+
+int validate_cuda_run_syms(void *(*sym)(void *ud, const char *name), void *ud, const char *what,
+			   size_t *ngpus, char *detail, size_t len, struct gpuop_error *err)
+{
+	struct cuda_api cu = { 0 };
+	CUresult rc;
+	int count = 0, version = 0;
+
+	*ngpus = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(cuda_syms); i++) {
+		void *fn = NULL;
+		for (size_t k = 0; !fn && cuda_syms[i].names[k]; k++)
+			fn = sym(ud, cuda_syms[i].names[k]);
+		if (!fn)
+			return error_set(err, GPUOP_ERR_GENERIC, 0,
+					 "%s: symbol %s missing (a libcuda older than the driver API "
+					 "gpuop uses, or not NVIDIA's)",
+					 what, cuda_syms[i].names[0]);
+		memcpy((char *)&cu + cuda_syms[i].off, &fn, sizeof(fn));
+	}
+	if ((rc = cu.Init(0)) != CUDA_SUCCESS)
+		return cu_fail(&cu, rc, err, "cuInit");
+	cu.DriverGetVersion(&version);
+	if ((rc = cu.DeviceGetCount(&count)) != CUDA_SUCCESS)
+		return cu_fail(&cu, rc, err, "cuDeviceGetCount");
+	if (count <= 0)
+		return error_set(err, GPUOP_ERR_GENERIC, 0,
+				 "cuDeviceGetCount: the CUDA driver sees no GPU (a GPU in MIG mode "
+				 "without MIG devices is no CUDA device)");
+	for (int i = 0; i < count; i++) {
+		char name[192];
+		if (run_on_device(&cu, i, name, sizeof(name), err) < 0)
+			return -1;
+	}
+	*ngpus = (size_t)count;
+	snprintf(detail, len, "vector add of %u elements correct on %d GPU%s (CUDA driver API %d.%d)",
+		 VADD_N, count, count == 1 ? "" : "s", version / 1000, (version % 1000) / 10);
+	return 1;
+}
+
 int validate_cuda_run(const char *driver_root, size_t *ngpus, char *detail, size_t len,
 		      struct gpuop_error *err)
 {
-	struct cuda_api cu = { 0 };
 	char tried[PATH_MAX + 64];
-	CUresult rc;
-	int count = 0, version = 0, ret = -1;
 
 	*ngpus = 0;
-	cu.lib = open_libcuda(driver_root, tried, sizeof(tried));
-	if (!cu.lib) {
+	dlerror(); /* a stale message must not pass for this open's reason */
+	void *lib = open_libcuda(driver_root, tried, sizeof(tried));
+	if (!lib) {
 		const char *why = dlerror();
 		snprintf(detail, len, "CUDA driver library not found: tried %s%s%s", tried,
 			 why ? ": " : "", why ? why : "");
 		return 0;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(cuda_syms); i++) {
-		void *sym = NULL;
-		for (size_t k = 0; !sym && cuda_syms[i].names[k]; k++)
-			sym = dlsym(cu.lib, cuda_syms[i].names[k]);
-		if (!sym) {
-			error_set(err, GPUOP_ERR_GENERIC, 0, "%s: symbol %s missing", tried,
-				  cuda_syms[i].names[0]);
-			goto out;
-		}
-		memcpy((char *)&cu + cuda_syms[i].off, &sym, sizeof(sym));
-	}
-	if ((rc = cu.Init(0)) != CUDA_SUCCESS) {
-		cu_fail(&cu, rc, err, "cuInit");
-		goto out;
-	}
-	cu.DriverGetVersion(&version);
-	if ((rc = cu.DeviceGetCount(&count)) != CUDA_SUCCESS) {
-		cu_fail(&cu, rc, err, "cuDeviceGetCount");
-		goto out;
-	}
-	if (count <= 0) {
-		error_set(err, GPUOP_ERR_GENERIC, 0, "cuDeviceGetCount: the CUDA driver sees no GPU");
-		goto out;
-	}
-	for (int i = 0; i < count; i++) {
-		char name[192];
-		if (run_on_device(&cu, i, name, sizeof(name), err) < 0)
-			goto out;
-	}
-	*ngpus = (size_t)count;
-	snprintf(detail, len, "vector add of %u elements correct on %d GPU%s (CUDA driver API %d.%d)",
-		 VADD_N, count, count == 1 ? "" : "s", version / 1000, (version % 1000) / 10);
-	ret = 1;
-out:
 	/* libcuda keeps threads and state that do not survive dlclose well;
 	 * it stays loaded for the life of the process, as in any CUDA program. */
-	return ret;
+	return validate_cuda_run_syms(dl_sym, lib, tried, ngpus, detail, len, err);
 }

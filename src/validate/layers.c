@@ -3,6 +3,7 @@
  * The layer table, the markers, and the driver and toolkit checks
  * (validate.h).  cuda.c and plugin.c hold the other two checks.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -114,10 +115,26 @@ bool validate_marker_present(const char *validations_dir, enum validate_layer l)
 	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Shell single quotes: the markers are sourced by scripts (NVIDIA's
- * toolkit container sources driver-ready), so values must stay one word. */
+/* A value that is one shell word as it stands. */
+static bool shell_plain(const char *v)
+{
+	if (!*v)
+		return false;
+	for (; *v; v++)
+		if (!isalnum((unsigned char)*v) && !strchr("_./:@%+,-", *v))
+			return false;
+	return true;
+}
+
+/* KEY=value lines, as NVIDIA's validator writes them: scripts source the
+ * markers (NVIDIA's toolkit container sources driver-ready) and programs
+ * read them as plain KEY=VALUE (device plugins looking up
+ * NVIDIA_DRIVER_ROOT), so a plain value is written bare, and only one that
+ * the shell would split or expand gets single quotes. */
 static int put_quoted(struct buf *b, const char *key, const char *val, struct gpuop_error *err)
 {
+	if (shell_plain(val))
+		return buf_printf(b, err, "%s=%s\n", key, val);
 	if (buf_printf(b, err, "%s='", key) < 0)
 		return -1;
 	for (const char *p = val; *p; p++) {

@@ -9,7 +9,12 @@
  * Two sources, the API first: the Node's status.allocatable (what the
  * scheduler sees), else kubelet's PodResources GetAllocatableResources on
  * the node (what kubelet would hand out; it names devices, so time-sliced
- * replicas "<id>::<n>" fold onto their device).
+ * replicas "<id>::<n>" fold onto their device).  The API only counts, so
+ * there replicas come from GFD's <resource>.replicas label on the node.
+ *
+ * The MIG strategy decides what "one per device" means: single and mixed
+ * offer the MIG devices (those whose compute instance spans its GPU
+ * instance), none offers every GPU whole.  Either count passes.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -94,6 +99,7 @@ int validate_parse_allocatable(const uint8_t *msg, size_t len, struct alloc_coun
 		qsort(ids, nids, sizeof(*ids), cmp_str);
 	for (size_t i = 0; i < nids; i++)
 		out->distinct += i == 0 || strcmp(ids[i], ids[i - 1]) != 0;
+	out->exact = true;
 	v1__allocatable_resources_response__free_unpacked(r, NULL);
 	return 0;
 }
@@ -128,6 +134,27 @@ static int parse_count(const char *s, size_t *out)
 	return 0;
 }
 
+/* Time-slicing replicas of a resource from GFD's label on the node
+ * ("nvidia.com/gpu.replicas"; a renamed "nvidia.com/gpu.shared" is labelled
+ * as nvidia.com/gpu).  0 = unknown: no label, or GFD's 0, which it writes
+ * for MIG-enabled parents whatever the plugin does with them. */
+static size_t replicas_label(json_t *labels, const char *resource)
+{
+	char key[256];
+	size_t n = strlen(resource), v;
+	static const char shared[] = ".shared";
+
+	if (n >= sizeof(shared) - 1 && strcmp(resource + n - (sizeof(shared) - 1), shared) == 0)
+		n -= sizeof(shared) - 1;
+	if (n + sizeof(".replicas") > sizeof(key))
+		return 0;
+	snprintf(key, sizeof(key), "%.*s.replicas", (int)n, resource);
+	const char *val = json_string_value(json_object_get(labels, key));
+	if (!val || parse_count(val, &v) < 0)
+		return 0;
+	return v;
+}
+
 static int api_allocatable(struct kube_client *c, const char *node, struct alloc_counts *out,
 			   struct gpuop_error *err)
 {
@@ -139,6 +166,8 @@ static int api_allocatable(struct kube_client *c, const char *node, struct alloc
 	if (kube_get(c, &KUBE_NODES, NULL, node, &obj, err) < 0)
 		return -1;
 	json_t *alloc = json_object_get(json_object_get(obj, "status"), "allocatable");
+	json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+	out->exact = true;
 	json_object_foreach(alloc, key, val)
 	{
 		enum res_class cl = classify(key);
@@ -153,22 +182,73 @@ static int api_allocatable(struct kube_client *c, const char *node, struct alloc
 			out->gpu += n;
 		else
 			out->mig += n;
+		/* The API only counts: replicas are told from devices by the
+		 * replicas GFD labels the resource with, else not at all. */
+		size_t reps = replicas_label(labels, key);
+		if (reps)
+			out->distinct += n / reps;
+		else
+			out->exact = false;
 	}
-	/* The API only counts; replicas cannot be told apart from devices. */
-	out->distinct = out->gpu + out->mig;
+	if (!out->exact)
+		out->distinct = out->gpu + out->mig;
 	return 0;
 }
 
-static void judge(struct validate_result *res, const char *source, size_t expected, size_t total,
-		  size_t distinct, bool names_devices, size_t migdevs)
-{
-	char want[128];
+/* What the device plugin advertises for this hardware, per MIG strategy. */
+struct expect {
+	size_t per_mig; /* single/mixed: GPUs without MIG + MIG devices the plugin offers */
+	size_t per_gpu; /* none: every GPU whole, MIG mode or not */
+	size_t migdevs;
+	bool any_mig;   /* some GPU is in MIG mode: the two differ in meaning */
+};
 
-	if (migdevs)
-		snprintf(want, sizeof(want), "%zu (GPUs without MIG plus %zu MIG devices)", expected,
-			 migdevs);
+/* The plugin offers only MIG devices whose compute instance spans its GPU
+ * instance ("1c.3g.40gb" is not offered; a pod could not tell them apart). */
+static bool offered_mig(const struct gpu_mig *m)
+{
+	return m->uuid[0] && (m->ci_slices == m->gi_slices || strchr(m->profile, 'c') == NULL);
+}
+
+static void expect_from(const struct gpu_node *node, struct expect *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->per_gpu = node->ngpus;
+	for (size_t i = 0; i < node->ngpus; i++) {
+		const struct gpu_dev *d = &node->gpus[i];
+		if (!d->mig_enabled) {
+			x->per_mig++;
+			continue;
+		}
+		x->any_mig = true;
+		for (size_t m = 0; m < d->nmig; m++)
+			if (offered_mig(&d->mig[m])) {
+				x->per_mig++;
+				x->migdevs++;
+			}
+	}
+}
+
+/* Does n physical devices fit one of the strategies?  "none" advertises no
+ * nvidia.com/mig-* resource. */
+static bool fits(const struct expect *x, size_t n, const struct alloc_counts *ac)
+{
+	return n == x->per_mig || (x->any_mig && ac->mig == 0 && n == x->per_gpu);
+}
+
+static void judge(struct validate_result *res, const char *source, const struct expect *x,
+		  const struct alloc_counts *ac)
+{
+	char want[192];
+	size_t total = ac->gpu + ac->mig;
+
+	if (x->any_mig)
+		snprintf(want, sizeof(want),
+			 "%zu (GPUs without MIG plus %zu MIG devices), or %zu (one per GPU, MIG "
+			 "strategy none)",
+			 x->per_mig, x->migdevs, x->per_gpu);
 	else
-		snprintf(want, sizeof(want), "%zu (one per GPU)", expected);
+		snprintf(want, sizeof(want), "%zu (one per GPU)", x->per_mig);
 	if (total == 0) {
 		validate_set(res, VALIDATE_FAIL,
 			     "start the device plugin (gpuop device-plugin) and check its log for the "
@@ -177,25 +257,33 @@ static void judge(struct validate_result *res, const char *source, size_t expect
 			     want);
 		return;
 	}
-	/* Time-slicing: each device appears as <replicas> IDs. */
-	bool ok = names_devices ? distinct == expected
-				: (total == expected || (expected && total % expected == 0));
+	/* Without replicas labels the API cannot tell 8 GPUs from 4 GPUs
+	 * with 2 replicas each: any whole multiple is accepted then. */
+	bool ok = ac->exact ? fits(x, ac->distinct, ac)
+			    : fits(x, total, ac) || (x->per_mig && total % x->per_mig == 0) ||
+				      (x->any_mig && ac->mig == 0 && x->per_gpu &&
+				       total % x->per_gpu == 0);
 	if (ok) {
-		if (total == expected)
+		if (total == ac->distinct && (ac->exact || fits(x, total, ac)))
 			validate_set(res, VALIDATE_PASS, NULL, "%s: %zu allocatable, as expected",
 				     source, total);
+		else if (ac->exact)
+			validate_set(res, VALIDATE_PASS, NULL,
+				     "%s: %zu allocatable for %zu devices (shared out as replicas)",
+				     source, total, ac->distinct);
 		else
 			validate_set(res, VALIDATE_PASS, NULL,
-				     "%s: %zu allocatable for %zu devices (shared: %zu replicas each)",
-				     source, total, expected, total / (expected ? expected : 1));
+				     "%s: %zu allocatable, taken as replicas of %s (no "
+				     "<resource>.replicas label on the node says how many)",
+				     source, total, want);
 		return;
 	}
 	validate_set(res, VALIDATE_FAIL,
 		     "kubelet removes devices the plugin reports unhealthy: check gpuop validate "
 		     "driver, the GPUs' health and the device plugin's log; after a MIG change "
 		     "restart the plugin",
-		     "%s: %zu allocatable (%zu distinct devices), expected %s", source, total,
-		     names_devices ? distinct : total, want);
+		     "%s: %zu allocatable (%zu devices%s), expected %s", source, total, ac->distinct,
+		     ac->exact ? "" : " or fewer with replicas", want);
 }
 
 void validate_check_plugin(const struct validate_env *env, struct validate_result *res)
@@ -205,7 +293,7 @@ void validate_check_plugin(const struct validate_env *env, struct validate_resul
 	struct alloc_counts ac;
 	char api_err[512] = "", pr_err[512] = "";
 	int timeout = env->timeout_ms > 0 ? env->timeout_ms : 5000;
-	size_t expected = 0, migdevs = 0;
+	struct expect x;
 
 	if (validate_snapshot(env, &node, &e) < 0) {
 		validate_set(res, VALIDATE_FAIL, "see the driver layer",
@@ -213,19 +301,12 @@ void validate_check_plugin(const struct validate_env *env, struct validate_resul
 		return;
 	}
 	res->ngpus = node->ngpus;
-	for (size_t i = 0; i < node->ngpus; i++) {
-		if (node->gpus[i].mig_enabled) {
-			expected += node->gpus[i].nmig;
-			migdevs += node->gpus[i].nmig;
-		} else {
-			expected++;
-		}
-	}
+	expect_from(node, &x);
 	if (env->kube && env->node_name && *env->node_name) {
 		char src[384];
 		snprintf(src, sizeof(src), "node %s", env->node_name);
 		if (api_allocatable(env->kube, env->node_name, &ac, &e) == 0) {
-			judge(res, src, expected, ac.gpu + ac.mig, ac.distinct, false, migdevs);
+			judge(res, src, &x, &ac);
 			return;
 		}
 		snprintf(api_err, sizeof(api_err), "%s", e.msg);
@@ -234,8 +315,7 @@ void validate_check_plugin(const struct validate_env *env, struct validate_resul
 						    : VALIDATE_PODRESOURCES_SOCKET;
 	if (*sock) {
 		if (podresources_allocatable(sock, timeout, &ac, &e) == 0) {
-			judge(res, "kubelet PodResources", expected, ac.gpu + ac.mig, ac.distinct, true,
-			      migdevs);
+			judge(res, "kubelet PodResources", &x, &ac);
 			return;
 		}
 		snprintf(pr_err, sizeof(pr_err), "%s", e.msg);

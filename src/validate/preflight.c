@@ -182,14 +182,21 @@ static void check_headers(struct pf_ctx *x, struct preflight_check *c)
 		    "cannot tell: kernel release unknown");
 		return;
 	}
-	/* The driver container compiles the modules against them at start;
-	 * without them it crash-loops (reference gpu-operator §7.3). */
-	set(c, PREFLIGHT_FAIL,
-	    "install them (Debian/Ubuntu: apt-get install linux-headers-$(uname -r); RHEL: dnf "
-	    "install kernel-devel-$(uname -r)), or use precompiled driver images "
-	    "(driver.usePrecompiled=true)",
-	    "no headers for kernel %s (looked in lib/modules/%s/build, usr/src/linux-headers-%s, "
-	    "usr/src/kernels/%s); the driver container builds its modules against them",
+	/* Not a failure: NVIDIA's driver container does not use the host's
+	 * headers, it installs linux-headers-<release> (kernel-devel on RHEL)
+	 * from the distribution's repositories when it starts.  That download
+	 * is what breaks (air-gapped nodes, RHEL without entitlement, a custom
+	 * kernel no repository has: reference gpu-operator §7.3, §7.12); the
+	 * headers on the host say the distribution has them. */
+	set(c, PREFLIGHT_WARN,
+	    "let the node reach the distribution's package repositories (a local mirror when "
+	    "air-gapped; RHEL: entitlement), use precompiled driver images "
+	    "(driver.usePrecompiled=true), or install the driver on the host (Debian/Ubuntu: "
+	    "apt-get install linux-headers-$(uname -r); RHEL: dnf install kernel-devel-$(uname -r)) "
+	    "and deploy with driver.enabled=false",
+	    "no headers for kernel %s on the host (looked in lib/modules/%s/build, "
+	    "usr/src/linux-headers-%s, usr/src/kernels/%s); the driver container will download "
+	    "them from the distribution's repositories when it starts",
 	    f->kernel.release, f->kernel.release, f->kernel.release, f->kernel.release);
 }
 

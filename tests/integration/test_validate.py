@@ -37,12 +37,13 @@ class ValidateTest(unittest.TestCase):
         self.vdir = os.path.join(self.state, "run", "nvidia", "validations")
         self.spec = os.path.join(self.state, "run", "cdi", "nvidia.yaml")
         self.sock = os.path.join(self.state, "kubelet", "pod-resources", "kubelet.sock")
+        self.profile = PROFILE
 
     def tearDown(self):
         shutil.rmtree(self.state, ignore_errors=True)
 
     def gpuop(self, *args, env=None):
-        return subprocess.run([GPUOP, "--simulate", PROFILE, *args], env=env or self.env,
+        return subprocess.run([GPUOP, "--simulate", self.profile, *args], env=env or self.env,
                               capture_output=True, text=True, timeout=60)
 
     def validate(self, layer, *args, env=None):
@@ -79,9 +80,15 @@ class ValidateTest(unittest.TestCase):
         self.assertEqual(row["state"], "pass")
         self.assertIn("4 GPUs", row["detail"])
         self.assertIn("580.", row["detail"])
-        text = self.read_marker("driver")
-        self.assertIn("GPUOP_VALIDATION='pass'", text)
-        self.assertIn("NVIDIA_DRIVER_ROOT=", text)
+        # NVIDIA's format, KEY=value lines, that scripts source and programs
+        # read as KEY=VALUE: a plain path stays bare, no quotes around it.
+        lines = self.read_marker("driver").splitlines()
+        self.assertIn("GPUOP_VALIDATION=pass", lines)
+        self.assertIn("IS_HOST_DRIVER=false", lines)
+        self.assertIn("NVIDIA_DRIVER_ROOT=" + os.path.join(self.state, "driver-root"), lines)
+        env = subprocess.run(["sh", "-c", ". \"$1\" && echo \"$NVIDIA_DRIVER_ROOT\"", "sh",
+                              self.marker("driver")], capture_output=True, text=True)
+        self.assertEqual(env.stdout.strip(), os.path.join(self.state, "driver-root"))
         self.assertEqual(row["marker"], self.marker("driver"))
         self.assertEqual(self.gpuop("cdi", "generate").returncode, 0)
         self.assertEqual(self.validate("toolkit")[0], 0)
@@ -167,7 +174,7 @@ class ValidateTest(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertEqual(doc["layers"][0]["state"], "skipped")
         self.assertEqual(doc["layers"][0]["detail"], "simulated node: no CUDA driver")
-        self.assertIn("GPUOP_VALIDATION='skipped'", self.read_marker("cuda"))
+        self.assertIn("GPUOP_VALIDATION=skipped", self.read_marker("cuda").splitlines())
 
     # ---- plugin ------------------------------------------------------------------
 
@@ -198,6 +205,72 @@ class ValidateTest(unittest.TestCase):
         rc, doc = self.validate("plugin")
         self.assertEqual(doc["layers"][0]["state"], "not checked")
         self.assertIn(self.sock, doc["layers"][0]["detail"])
+
+    def test_plugin_counts_per_mig_strategy(self):
+        # a100-mig: 8 GPUs in MIG mode; 2 of its MIG devices are compute
+        # instances smaller than their GPU instance, which no plugin offers.
+        self.profile = "a100-mig"
+        self.lower_layers_ready()
+        info = json.loads(self.gpuop("info", "--json").stdout)
+        gpus = [g["uuid"] for g in info["gpus"]]
+        offered = {}
+        for g in info["gpus"]:
+            for m in g["mig"]["devices"]:
+                if m["compute_instance_slices"] == m["gpu_instance_slices"]:
+                    name = "nvidia.com/mig-" + m["profile"].replace("+", ".")
+                    offered.setdefault(name, []).append(m["uuid"])
+        nmig = sum(len(v) for v in offered.values())
+        self.assertEqual(sum(len(g["mig"]["devices"]) for g in info["gpus"]) - nmig, 2)
+        mixed = [{"resource_name": k, "device_ids": v} for k, v in sorted(offered.items())]
+        with PodResourcesServer(self.sock, allocatable=mixed) as srv:
+            rc, doc = self.validate("plugin")
+            self.assertEqual(rc, 0, doc)  # mixed: one resource per profile
+            self.assertIn(f"{nmig} allocatable, as expected", doc["layers"][0]["detail"])
+            # single: every MIG device as nvidia.com/gpu
+            srv.set_allocatable([{"resource_name": "nvidia.com/gpu",
+                                  "device_ids": [u for v in offered.values() for u in v]}])
+            self.assertEqual(self.validate("plugin")[0], 0)
+            # none (the plugin's default): the GPUs whole, MIG mode or not
+            srv.set_allocatable([{"resource_name": "nvidia.com/gpu", "device_ids": gpus}])
+            rc, doc = self.validate("plugin")
+            self.assertEqual(rc, 0, doc)
+            self.assertIn("8 allocatable, as expected", doc["layers"][0]["detail"])
+            # a MIG device gone from mixed: named against both counts
+            mixed[0]["device_ids"] = mixed[0]["device_ids"][1:]
+            srv.set_allocatable(mixed)
+            rc, doc = self.validate("plugin")
+            self.assertEqual(rc, 1)
+            self.assertIn(f"{nmig - 1} allocatable", doc["layers"][0]["detail"])
+            self.assertIn(f"expected {nmig} (GPUs without MIG plus {nmig} MIG devices), or 8 (one per "
+                          "GPU, MIG strategy none)", doc["layers"][0]["detail"])
+
+    def test_plugin_replicas_from_the_node_labels(self):
+        from apiserver.fixture import ApiServer
+        self.lower_layers_ready()
+        with ApiServer(nodes=0, gpu_nodes=0, rbac=False) as api:
+            api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                         "metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.replicas": "2"}}})
+            env = dict(self.env, KUBECONFIG=api.kubeconfig)
+
+            def run(allocatable):
+                api.patch("/api/v1/nodes/gpu-1/status", {"status": {"allocatable": allocatable}}, type="merge")
+                return self.validate("plugin", "--node", "gpu-1", env=env)
+            rc, doc = run({"nvidia.com/gpu": "8"})
+            self.assertEqual(rc, 0, doc)
+            self.assertIn("node gpu-1: 8 allocatable for 4 devices", doc["layers"][0]["detail"])
+            # renamed resource, labelled under its base name
+            rc, doc = run({"nvidia.com/gpu": None, "nvidia.com/gpu.shared": "8"})
+            self.assertEqual(rc, 0, doc)
+            # two GPUs gone: 4 replicas are 2 devices, not the 4 GPUs
+            rc, doc = run({"nvidia.com/gpu.shared": "4"})
+            self.assertEqual(rc, 1, doc)
+            self.assertIn("4 allocatable (2 devices), expected 4 (one per GPU)", doc["layers"][0]["detail"])
+            # no label (no feature discovery): any whole multiple is taken as replicas, and says so
+            api.patch("/api/v1/nodes/gpu-1", {"metadata": {"labels": {"nvidia.com/gpu.replicas": None}}},
+                      type="merge")
+            rc, doc = run({"nvidia.com/gpu.shared": "8"})
+            self.assertEqual(rc, 0, doc)
+            self.assertIn("taken as replicas", doc["layers"][0]["detail"])
 
     def test_plugin_node_condition_and_taint_via_the_api(self):
         from apiserver.fixture import ApiServer

@@ -213,6 +213,22 @@ static void test_secure_boot_bios_machine(void **state)
 	assert_int_equal(facts().secure_boot, TRI_NO);
 }
 
+static void test_secure_boot_efivarfs_not_mounted(void **state)
+{
+	(void)state;
+	char path[PATH_MAX];
+	struct gpuop_error err;
+	/* An EFI machine whose efivars dir is empty: efivarfs is not mounted
+	 * there (a container given the host's /sys), so the state is unseen. */
+	snprintf(path, sizeof(path), "%s/sys/firmware/efi/efivars", root);
+	assert_int_equal(mkdir_p(path, 0755, &err), 0);
+	assert_int_equal(facts().secure_boot, TRI_UNKNOWN);
+	/* Variables visible, SecureBoot not among them: firmware without it. */
+	put("sys/firmware/efi/efivars/Boot0000-8be4df61-93ca-11d2-aa0d-00e098032b8c",
+	    "\x07\x00\x00\x00\x01", 5);
+	assert_int_equal(facts().secure_boot, TRI_NO);
+}
+
 static void test_kubelet_from_the_process_list(void **state)
 {
 	(void)state;
@@ -257,6 +273,28 @@ static void test_runtimes_from_dpkg_and_sockets(void **state)
 	assert_int_equal(f.runtimes[1].cdi_capable, TRI_YES);
 }
 
+/* k3s and RKE2 ship their own containerd, with the socket under run/k3s. */
+static void test_k3s_containerd_socket(void **state)
+{
+	(void)state;
+	char path[PATH_MAX];
+	struct gpuop_error err;
+	snprintf(path, sizeof(path), "%s/run/k3s/containerd", root);
+	assert_int_equal(mkdir_p(path, 0755, &err), 0);
+	strcat(path, "/containerd.sock");
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	struct host_facts f = facts();
+	close(fd);
+	assert_int_equal(f.nruntimes, 1);
+	assert_string_equal(f.runtimes[0].name, "containerd");
+	assert_true(f.runtimes[0].socket_present);
+	assert_string_equal(f.runtimes[0].socket, "/run/k3s/containerd/containerd.sock");
+	assert_int_equal(f.runtimes[0].cdi_capable, TRI_UNKNOWN); /* no dpkg record */
+}
+
 static void test_version_cmp(void **state)
 {
 	(void)state;
@@ -292,8 +330,10 @@ int main(void)
 		T(test_driver_version_from_proc),
 		T(test_secure_boot_variable),
 		T(test_secure_boot_bios_machine),
+		T(test_secure_boot_efivarfs_not_mounted),
 		T(test_kubelet_from_the_process_list),
 		T(test_runtimes_from_dpkg_and_sockets),
+		T(test_k3s_containerd_socket),
 		T(test_version_cmp),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

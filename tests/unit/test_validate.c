@@ -128,6 +128,7 @@ static void test_allocatable_parse(void **state)
 	assert_int_equal(c.gpu, 5);      /* 4 replicas + 1 shared */
 	assert_int_equal(c.mig, 2);
 	assert_int_equal(c.distinct, 5); /* GPU-a, GPU-b, GPU-c, MIG-1, MIG-2; no fpga */
+	assert_true(c.exact);           /* device IDs tell replicas apart */
 
 	assert_int_equal(validate_parse_allocatable(buf, 0, &c, &err), 0); /* empty answer */
 	assert_int_equal(c.gpu + c.mig + c.distinct, 0);
