@@ -46,7 +46,9 @@ static const char help[] =
 	"  --interval D, --sleep-interval D / GFD_SLEEP_INTERVAL\n"
 	"                                      re-check every D (default 60s; 'infinite':\n"
 	"                                      label once, then wait for SIGHUP/SIGTERM).\n"
-	"                                      Writes happen only when a label changed.\n"
+	"                                      Each pass writes only what differs from the\n"
+	"                                      file/object/node, so a deleted file or a\n"
+	"                                      hand-edited label is put back.\n"
 	"  --no-timestamp / GFD_NO_TIMESTAMP   leave out nvidia.com/gfd.timestamp\n"
 	"  --mig-strategy S / GFD_MIG_STRATEGY, MIG_STRATEGY   none, single or mixed\n"
 	"  --config-file FILE / CONFIG_FILE    the device plugin's config (version: v1)\n"
@@ -253,7 +255,8 @@ static int run_check(struct gpuop_ctx *ctx, struct disc_cli *c, struct gpuop_err
 	if (c->labels_file) {
 		if (read_labels_file(c->labels_file, &have, err) < 0)
 			return EXIT_USAGE;
-		snprintf(source, sizeof(source), "%s", c->labels_file);
+		snprintf(source, sizeof(source), "%s",
+			 strcmp(c->labels_file, "-") == 0 ? "<stdin>" : c->labels_file);
 	} else {
 		if (ctx_kube_client(ctx, &kube, err) < 0)
 			return 1;
@@ -303,11 +306,12 @@ static int run_check(struct gpuop_ctx *ctx, struct disc_cli *c, struct gpuop_err
 			}
 		}
 		if (nd == 0)
-			printf("ok: %zu labels on %s match the hardware\n", want.n, source);
+			printf("ok: %zu label%s on %s match%s the hardware\n", want.n,
+			       want.n == 1 ? "" : "s", source, want.n == 1 ? "es" : "");
 	}
 	if (nd > 0) {
-		error_set(err, GPUOP_ERR_GENERIC, 0, "%ld label%s on %s differ from the hardware",
-			  nd, nd == 1 ? "" : "s", source);
+		error_set(err, GPUOP_ERR_GENERIC, 0, "%ld label%s on %s differ%s from the hardware",
+			  nd, nd == 1 ? "" : "s", source, nd == 1 ? "s" : "");
 		goto out;
 	}
 	rc = 0;
@@ -367,6 +371,10 @@ int cmd_discover(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 	}
 	if (optind < argc)
 		return usage_error(err, "unexpected argument '%s'", argv[optind]);
+	/* Only output flags given here conflict with --check: the GFD_* variables
+	 * of the DaemonSet a user runs `kubectl exec ... --check` in are no
+	 * mistake of theirs. */
+	bool cli_writes = c.run.sinks || c.run.oneshot;
 	for (size_t i = 0; i < ARRAY_SIZE(env_opts); i++) {
 		const char *v = getenv(env_opts[i].env);
 		if (c.seen[env_opts[i].opt] || !v || !*v)
@@ -380,7 +388,7 @@ int cmd_discover(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 		return usage_error(err, "--json goes with --check");
 	if (c.check && c.labels_file && c.node_opt)
 		return usage_error(err, "--check reads either --node or --labels, not both");
-	if (c.check && (c.run.sinks || c.run.oneshot))
+	if (c.check && cli_writes)
 		return usage_error(err, "--check writes nothing; drop the output options");
 	ctx_node_name(c.node_opt, c.node, sizeof(c.node));
 

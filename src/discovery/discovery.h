@@ -77,8 +77,8 @@ int disc_labels_parse(const char *text, size_t len, const char *name, struct dis
 
 /*
  * GFD's sanitising of product and machine names: characters outside
- * [A-Za-z0-9-_. ] are dropped, spaces become '-' ("NVIDIA H100 80GB HBM3"
- * -> "NVIDIA-H100-80GB-HBM3").  Because a label value must also be at most
+ * [A-Za-z0-9-_. ] are dropped, each run of spaces becomes one '-' and
+ * spaces at either end go ("NVIDIA H100 80GB HBM3" -> "NVIDIA-H100-80GB-HBM3").  Because a label value must also be at most
  * 63 characters and begin and end with an alphanumeric, the result is then
  * cut to 63 and trimmed of leading/trailing '-', '_', '.'; an empty result
  * stays empty.  Returns out.
@@ -95,7 +95,8 @@ struct disc_inputs {
 	const struct dp_config *cfg; /* MIG strategy and time-slicing, as the plugin reads them */
 	const char *machine;         /* DMI product name as read, NULL = unreadable ("unknown") */
 	/* PCI class of each GPU, looked up by bus ID ("0000:18:00.0" form, 24
-	 * bits); NULL or 0 = unknown.  gpu.mode is the first GPU's. */
+	 * bits); NULL or 0 = unknown.  gpu.mode is the GPUs' common class,
+	 * "unknown" when they differ (GFD's rule). */
 	unsigned int (*pci_class)(const char *bdf, void *ud);
 	void *pci_ud;
 	bool no_timestamp;
@@ -144,21 +145,26 @@ bool disc_key_foreign(const char *key);
 
 /* ---- outputs (output.c) ---- */
 
-/* Write the features file atomically (mode 0644; the directory is created). */
-int disc_write_file(const char *path, const struct disc_labels *l, struct gpuop_error *err);
+/* Write the features file atomically (mode 0644; the directory is created),
+ * unless it already holds exactly these lines.  *changed (may be NULL) says
+ * whether it was written. */
+int disc_write_file(const char *path, const struct disc_labels *l, bool *changed,
+		    struct gpuop_error *err);
 
 struct kube_client;
 
 /* Create or update NodeFeature nvidia-features-for-<node> in ns with
- * spec.labels = l (the whole map is replaced). */
+ * spec.labels = l (the whole map is replaced).  Nothing is written when the
+ * object already says so; *changed (may be NULL) says whether it was. */
 int disc_apply_nodefeature(struct kube_client *c, const char *ns, const char *node,
-			   const struct disc_labels *l, struct gpuop_error *err);
+			   const struct disc_labels *l, bool *changed, struct gpuop_error *err);
 
 /*
  * Merge-patch the node: set every label of l, remove (null) the nvidia.com/
  * labels listed in the DISC_OWNED_ANNOTATION annotation that l no longer
  * has, and record l's keys there.  A label this never set is never
- * touched.  No request is sent when the node already matches; *changed
+ * touched, nor one another component owns (disc_key_foreign) even when the
+ * annotation lists it.  No request is sent when the node already matches; *changed
  * (may be NULL) says whether one was.
  */
 int disc_patch_node(struct kube_client *c, const char *node, const struct disc_labels *l,

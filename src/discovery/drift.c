@@ -17,9 +17,12 @@ static const char *const foreign_keys[] = {
 	"nvidia.com/gpu.present",              /* gpuop detect / the operator */
 	"nvidia.com/gpu.deploy.*",             /* the operator's operand switches */
 	"nvidia.com/gpu.workload.config",      /* set by administrators */
+	"nvidia.com/device-plugin.config",     /* administrators: the plugin config of this node */
 	"nvidia.com/mig.config",               /* the wanted MIG layout (mig-manager) */
 	"nvidia.com/mig.config.state",         /* mig-manager's progress */
-	"nvidia.com/gpu-driver-upgrade-state", /* the upgrade controller */
+	"nvidia.com/gpu-driver-upgrade*",      /* upgrade controller: -state, .skip, -drain.skip */
+	"nvidia.com/gpu-operator.*",           /* driver.owner: which driver CR owns the node */
+	"nvidia.com/cc.*",                     /* confidential computing: cc.mode and its state */
 	"nvidia.com/vgpu.*",                   /* vGPU detection, not done here */
 	"nvidia.com/gpu.clique",               /* needs NVML fabric info, not read here */
 	DISC_TIMESTAMP_KEY,                    /* differs on every run */

@@ -86,7 +86,8 @@ static void r_replicas(const struct res *r, char *b, size_t n)
 }
 static void r_sharing(const struct res *r, char *b, size_t n)
 {
-	snprintf(b, n, "%s", r->shared ? "time-slicing" : "none");
+	/* GFD blanks the strategy of its "-MIG-INVALID" placeholder */
+	snprintf(b, n, "%s", r->kind == RES_INVALID ? "" : r->shared ? "time-slicing" : "none");
 }
 static void r_memory(const struct res *r, char *b, size_t n)
 {
@@ -120,8 +121,8 @@ MIG_ATTR(r_ofa, ofas)
 
 /* Which resources a row applies to. */
 #define W_ALL 0x1u     /* every resource, the invalid one included */
-#define W_VALID 0x2u   /* full and MIG resources */
-#define W_ARCH 0x4u    /* resources with a compute capability (full; MIG single) */
+#define W_MEMORY 0x2u  /* all but a whole GPU whose memory NVML did not give (GFD omits it) */
+#define W_ARCH 0x4u    /* resources of a GPU with a compute capability (not mixed MIG) */
 #define W_MIGATTR 0x8u /* MIG resources: their attributes */
 
 static const struct res_row {
@@ -129,11 +130,11 @@ static const struct res_row {
 	unsigned int when;
 	res_fn fn;
 } res_rows[] = {
-	{"product", W_ALL, r_product},       /* sanitised name, -MIG-<p>, -SHARED */
-	{"count", W_ALL, r_count},           /* devices of the resource */
-	{"replicas", W_ALL, r_replicas},     /* time-slicing replicas; 0 = not shared out */
-	{"memory", W_ALL, r_memory},         /* MiB */
-	{"sharing-strategy", W_VALID, r_sharing},
+	{"product", W_ALL, r_product},          /* sanitised name, -MIG-<p>, -SHARED */
+	{"count", W_ALL, r_count},              /* devices of the resource */
+	{"replicas", W_ALL, r_replicas},        /* time-slicing replicas; 0 = not shared out */
+	{"memory", W_MEMORY, r_memory},         /* MiB */
+	{"sharing-strategy", W_ALL, r_sharing}, /* "" for the invalid one, as GFD writes it */
 	{"family", W_ARCH, r_family},
 	{"compute.major", W_ARCH, r_cc_major},
 	{"compute.minor", W_ARCH, r_cc_minor},
@@ -151,12 +152,12 @@ static bool row_applies(unsigned int when, const struct res *r)
 {
 	if (when & W_ALL)
 		return true;
-	if (r->kind == RES_INVALID)
-		return false;
-	if (when & W_VALID)
-		return true;
+	if (when & W_MEMORY)
+		return r->kind != RES_FULL || r->memory_mib > 0;
 	if (when & W_ARCH)
-		return r->arch != NULL;
+		/* GFD writes no architecture labels for compute capability 0
+		 * (NVML could not say), rather than "undefined" and 0 */
+		return r->arch != NULL && r->arch->cc_major > 0;
 	if (when & W_MIGATTR)
 		return r->mig != NULL;
 	return false;
@@ -198,13 +199,27 @@ static unsigned int replicas_for(const struct dp_config *cfg, const char *resour
 	return 1;
 }
 
+/* A MIG profile as GFD names its resource: "1g.10gb+me" -> "1g.10gb.me".
+ * The product label is built from that same name, so the '+' survives as a
+ * '.' there too ("...-MIG-1g.10gb.me"), not dropped by the sanitiser. */
+static void mig_name(const char *profile, char *out, size_t len)
+{
+	snprintf(out, len, "%s", profile);
+	for (char *p = out; *p; p++)
+		if (*p == '+')
+			*p = '.';
+}
+
 /* "<model>[-MIG-<profile>][-SHARED]", sanitised as one string. */
 static void product_name(const char *model, const char *mig_profile, bool shared_suffix,
 			 char *out, size_t len)
 {
-	char raw[GPU_STR + 64];
-	snprintf(raw, sizeof(raw), "%s%s%s%s", model, mig_profile ? "-MIG-" : "",
-		 mig_profile ? mig_profile : "", shared_suffix ? "-SHARED" : "");
+	char raw[GPU_STR + 64], prof[GPU_STR] = "";
+
+	if (mig_profile)
+		mig_name(mig_profile, prof, sizeof(prof));
+	snprintf(raw, sizeof(raw), "%s%s%s%s", model, mig_profile ? "-MIG-" : "", prof,
+		 shared_suffix ? "-SHARED" : "");
 	disc_sanitize(raw, out, len);
 }
 
@@ -214,23 +229,31 @@ static void set_sharing(struct res *r, const struct dp_config *cfg, const char *
 	r->shared = r->replicas > 1;
 }
 
-/* Whole GPUs of the first usable GPU's model (GFD labels one product). */
+/*
+ * Whole GPUs of the first usable GPU's model (GFD labels one product).
+ * When every GPU of that model is MIG-enabled, GFD labels them without
+ * sharing, whatever the strategy: replicas=0, sharing-strategy=none, no
+ * -SHARED suffix (a MIG-enabled parent is never time-sliced whole).  One
+ * MIG-disabled GPU of the model brings the config's sharing back.
+ */
 static void full_res(const struct gpu_node *node, const struct dp_config *cfg,
-		     const struct gpu_dev *first, bool parents_only, struct res *r)
+		     const struct gpu_dev *first, struct res *r)
 {
+	bool any_whole = false;
+
 	memset(r, 0, sizeof(*r));
 	r->kind = RES_FULL;
 	snprintf(r->prefix, sizeof(r->prefix), DISC_PREFIX "gpu");
-	for (size_t g = 0; g < node->ngpus; g++)
-		if (usable(&node->gpus[g]) && strcmp(node->gpus[g].name, first->name) == 0)
-			r->count++;
-	if (parents_only) {
-		/* mixed strategy, every GPU MIG-enabled: none is advertised whole,
-		 * so nothing of it is shared out (GFD's replicas=0). */
-		r->replicas = 0;
-	} else {
-		set_sharing(r, cfg, DISC_PREFIX "gpu");
+	for (size_t g = 0; g < node->ngpus; g++) {
+		const struct gpu_dev *d = &node->gpus[g];
+		if (!usable(d) || strcmp(d->name, first->name) != 0)
+			continue;
+		r->count++;
+		if (!d->mig_enabled)
+			any_whole = true;
 	}
+	if (any_whole)
+		set_sharing(r, cfg, DISC_PREFIX "gpu");
 	product_name(first->name, NULL, r->shared && !cfg->rename_by_default, r->product,
 		     sizeof(r->product));
 	r->memory_mib = first->memory_total_mib;
@@ -270,9 +293,18 @@ static int labels_single(const struct gpu_node *node, const struct dp_config *cf
 
 	snprintf(r.prefix, sizeof(r.prefix), DISC_PREFIX "gpu");
 	if (!one) {
+		/* GFD: "<model of the first MIG-enabled GPU>-MIG-INVALID" with
+		 * count, replicas and memory 0 and an empty sharing strategy;
+		 * family and compute capability stay (they come from the GPU). */
+		const struct gpu_dev *parent = first;
+		for (size_t g = 0; g < node->ngpus; g++)
+			if (usable(&node->gpus[g]) && node->gpus[g].mig_enabled) {
+				parent = &node->gpus[g];
+				break;
+			}
 		r.kind = RES_INVALID;
-		product_name(first->name, "INVALID", false, r.product, sizeof(r.product));
-		/* GFD: "<model>-MIG-INVALID" with count, replicas, memory 0 */
+		product_name(parent->name, "INVALID", false, r.product, sizeof(r.product));
+		r.arch = parent;
 		return emit_res(out, &r, err);
 	}
 	r.kind = RES_MIG;
@@ -293,13 +325,9 @@ static int labels_mixed(const struct gpu_node *node, const struct dp_config *cfg
 			const struct gpu_dev *first, struct disc_labels *out,
 			struct gpuop_error *err)
 {
-	bool any_whole = false;
 	struct res r;
 
-	for (size_t g = 0; g < node->ngpus; g++)
-		if (usable(&node->gpus[g]) && !node->gpus[g].mig_enabled)
-			any_whole = true;
-	full_res(node, cfg, first, !any_whole, &r);
+	full_res(node, cfg, first, &r);
 	if (emit_res(out, &r, err) < 0)
 		return -1;
 
@@ -311,13 +339,12 @@ static int labels_mixed(const struct gpu_node *node, const struct dp_config *cfg
 			continue;
 		for (size_t m = 0; m < d->nmig; m++) {
 			const struct gpu_mig *mg = &d->mig[m];
-			char name[64], resource[DISC_KEY_MAX], key[DISC_KEY_MAX];
+			char name[GPU_STR + 8], resource[DISC_KEY_MAX], key[DISC_KEY_MAX];
 			if (!advertised_mig(mg))
 				continue;
-			snprintf(name, sizeof(name), "mig-%s", mg->profile);
-			for (char *p = name; *p; p++)
-				if (*p == '+')
-					*p = '.';
+			char prof[GPU_STR];
+			mig_name(mg->profile, prof, sizeof(prof));
+			snprintf(name, sizeof(name), "mig-%s", prof);
 			snprintf(key, sizeof(key), DISC_PREFIX "%s.count", name);
 			if (disc_labels_get(out, key))
 				continue; /* done with this profile */
@@ -402,21 +429,38 @@ static bool n_machine(const struct node_facts *f, char *b, size_t n)
 		snprintf(b, n, "unknown");
 	return true;
 }
-static bool n_mode(const struct node_facts *f, char *b, size_t n)
+/* The PCI class of a GPU, 0 when unknown. */
+static unsigned int gpu_class(const struct node_facts *f, const struct gpu_dev *d)
 {
-	unsigned int cls = 0;
 	char bdf[GPU_STR];
 
-	if (!f->first)
-		return false;
+	if (!f->in->pci_class)
+		return 0;
 	/* NVML's "00000000:18:00.0" has an 8-digit domain; sysfs uses 4. */
-	const char *id = f->first->bus_id;
+	const char *id = d->bus_id;
 	size_t len = strlen(id);
 	snprintf(bdf, sizeof(bdf), "%s", len > 12 ? id + len - 12 : id);
 	for (char *p = bdf; *p; p++)
 		*p = (char)tolower((unsigned char)*p);
-	if (f->in->pci_class)
-		cls = f->in->pci_class(bdf, f->in->pci_ud);
+	return f->in->pci_class(bdf, f->in->pci_ud);
+}
+
+static bool n_mode(const struct node_facts *f, char *b, size_t n)
+{
+	unsigned int cls = 0;
+
+	if (!f->first)
+		return false;
+	/* GFD: one mode for the node, "unknown" unless every GPU is of the
+	 * same class (a VGA board next to 3D controllers is neither). */
+	cls = gpu_class(f, f->first);
+	for (size_t g = 0; g < f->in->node->ngpus; g++) {
+		const struct gpu_dev *d = &f->in->node->gpus[g];
+		if (usable(d) && gpu_class(f, d) != cls) {
+			cls = 0;
+			break;
+		}
+	}
 	snprintf(b, n, "%s", pci_gpu_mode(cls));
 	return true;
 }
@@ -533,7 +577,7 @@ int disc_labels_build(const struct disc_inputs *in, struct disc_labels *out,
 		rc = labels_mixed(in->node, in->cfg, f.first, &l, err);
 	} else {
 		struct res r;
-		full_res(in->node, in->cfg, f.first, false, &r);
+		full_res(in->node, in->cfg, f.first, &r);
 		rc = emit_res(&l, &r, err);
 	}
 	if (rc < 0)

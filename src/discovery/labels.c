@@ -118,12 +118,24 @@ char *disc_sanitize(const char *in, char *out, size_t len)
 
 	if (!len)
 		return out;
+	/* GFD drops the other characters first and then joins the
+	 * space-separated words with '-': a run of spaces (also one that a
+	 * dropped character leaves, "A ( B" -> "A-B") is one '-', and spaces
+	 * at either end vanish. */
+	bool gap = false;
 	for (const char *p = in; *p && o + 1 < len; p++) {
 		unsigned char c = (unsigned char)*p;
-		if (c == ' ')
-			out[o++] = '-';
-		else if (isalnum(c) || c == '-' || c == '_' || c == '.')
+		if (c == ' ') {
+			gap = o > 0;
+		} else if (isalnum(c) || c == '-' || c == '_' || c == '.') {
+			if (gap) {
+				if (o + 2 >= len)
+					break; /* no room for the '-' and a character */
+				out[o++] = '-';
+			}
+			gap = false;
 			out[o++] = (char)c;
+		}
 	}
 	out[o] = '\0';
 	/* A label value is at most 63 characters, alphanumeric at both ends. */

@@ -22,13 +22,31 @@
 #include "discovery/discovery.h"
 #include "kube/kube.h"
 
-int disc_write_file(const char *path, const struct disc_labels *l, struct gpuop_error *err)
+/* Does the file at path hold exactly text?  Unreadable counts as no. */
+static bool file_holds(const char *path, const char *text)
+{
+	struct gpuop_error e = {0};
+	_cleanup_buf_ struct buf b;
+	size_t n = strlen(text);
+
+	buf_init(&b, n + 1); /* a longer file differs; no need to read it all */
+	if (buf_read_file(&b, path, &e) < 0)
+		return false;
+	return b.len == n && memcmp(b.data ? b.data : "", text, n) == 0;
+}
+
+int disc_write_file(const char *path, const struct disc_labels *l, bool *changed,
+		    struct gpuop_error *err)
 {
 	_cleanup_free_ char *text = disc_labels_format(l, err);
 	char dir[PATH_MAX];
 
+	if (changed)
+		*changed = false;
 	if (!text)
 		return error_wrap(err, "%s", path);
+	if (file_holds(path, text))
+		return 0;
 	snprintf(dir, sizeof(dir), "%s", path);
 	char *slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
@@ -36,7 +54,11 @@ int disc_write_file(const char *path, const struct disc_labels *l, struct gpuop_
 		if (mkdir_p(dir, 0755, err) < 0)
 			return -1;
 	}
-	return atomic_write_file(path, text, strlen(text), 0644, err);
+	if (atomic_write_file(path, text, strlen(text), 0644, err) < 0)
+		return -1;
+	if (changed)
+		*changed = true;
+	return 0;
 }
 
 static json_t *labels_json(const struct disc_labels *l)
@@ -55,6 +77,7 @@ static json_t *labels_json(const struct disc_labels *l)
 struct nf_mutate {
 	const char *node;
 	json_t *labels;
+	bool changed; /* an update was prepared (and, on success, sent) */
 };
 
 /* Make obj carry our spec.labels and the node-name label; 1 = already so. */
@@ -85,15 +108,18 @@ static int nf_mutate(json_t *obj, void *ud, struct gpuop_error *err)
 	if (json_object_set(spec, "labels", m->labels) < 0 ||
 	    json_object_set_new(ml, DISC_NFD_NODE_LABEL, json_string(m->node)) < 0)
 		return error_errno(err, ENOMEM, "NodeFeature");
+	m->changed = true;
 	return 0;
 }
 
 int disc_apply_nodefeature(struct kube_client *c, const char *ns, const char *node,
-			   const struct disc_labels *l, struct gpuop_error *err)
+			   const struct disc_labels *l, bool *changed, struct gpuop_error *err)
 {
 	char name[256];
 	_cleanup_json_ json_t *labels = labels_json(l);
 
+	if (changed)
+		*changed = false;
 	if (!labels)
 		return error_errno(err, ENOMEM, "NodeFeature");
 	if (snprintf(name, sizeof(name), DISC_NODEFEATURE_PREFIX "%s", node) >= (int)sizeof(name))
@@ -101,6 +127,8 @@ int disc_apply_nodefeature(struct kube_client *c, const char *ns, const char *no
 
 	struct nf_mutate m = {.node = node, .labels = labels};
 	int rc = kube_update_retry(c, &KUBE_NODEFEATURES, ns, name, NULL, nf_mutate, &m, NULL, err);
+	if (rc >= 0 && changed)
+		*changed = m.changed;
 	if (rc >= 0 || !kube_is_not_found(err))
 		return rc < 0 ? error_wrap(err, "NodeFeature %s/%s", ns, name) : 0;
 
@@ -111,19 +139,26 @@ int disc_apply_nodefeature(struct kube_client *c, const char *ns, const char *no
 	if (!obj)
 		return error_errno(err, ENOMEM, "NodeFeature");
 	error_clear(err);
+	if (changed)
+		*changed = true;
 	if (kube_create(c, &KUBE_NODEFEATURES, ns, obj, NULL, err) == 0)
 		return 0;
 	/* Created by a racing run between our GET and POST: update it. */
+	m.changed = false;
 	if (kube_is_conflict(err) &&
-	    kube_update_retry(c, &KUBE_NODEFEATURES, ns, name, NULL, nf_mutate, &m, NULL, err) >= 0)
+	    kube_update_retry(c, &KUBE_NODEFEATURES, ns, name, NULL, nf_mutate, &m, NULL, err) >= 0) {
+		if (changed)
+			*changed = m.changed;
 		return 0;
+	}
+	if (changed)
+		*changed = false;
 	return error_wrap(err, "NodeFeature %s/%s", ns, name);
 }
 
 /* ---- node labels ---- */
 
-/* Keys in the annotation: comma-separated, only nvidia.com/ ones count
- * (an edited annotation can never make us delete someone else's label). */
+/* Keys in the annotation: comma-separated. */
 static bool owned_in(const char *list, const char *key)
 {
 	size_t kn = strlen(key);
@@ -135,6 +170,17 @@ static bool owned_in(const char *list, const char *key)
 		p = comma ? comma + 1 : NULL;
 	}
 	return false;
+}
+
+/* May a key listed in the annotation be removed?  Only one discovery
+ * produces: the annotation is plain text anybody can edit (or copy from
+ * another node), and a label another component owns (gpu.present,
+ * gpu.deploy.*, mig.config, device-plugin.config, ...) must never be deleted
+ * because it appears there.  The timestamp is ours, though drift ignores it. */
+static bool removable(const char *key)
+{
+	return strncmp(key, DISC_PREFIX, strlen(DISC_PREFIX)) == 0 &&
+	       (strcmp(key, DISC_TIMESTAMP_KEY) == 0 || !disc_key_foreign(key));
 }
 
 static char *owned_list(const struct disc_labels *l, struct gpuop_error *err)
@@ -178,8 +224,7 @@ int disc_patch_node(struct kube_client *c, const char *node, const struct disc_l
 	const char *key;
 	json_t *v;
 	json_object_foreach(have, key, v) {
-		if (strncmp(key, DISC_PREFIX, strlen(DISC_PREFIX)) != 0 || disc_labels_get(l, key) ||
-		    !prev || !owned_in(prev, key))
+		if (!removable(key) || disc_labels_get(l, key) || !prev || !owned_in(prev, key))
 			continue;
 		json_object_set_new(labels, key, json_null());
 		dirty = true;

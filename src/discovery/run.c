@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The discovery role: snapshot the GPUs every interval and write the labels
- * where they go, but only when they changed (the timestamp aside).  GFD
- * rewrites on every pass; here an unchanged node costs no file write, no
- * NodeFeature update and no node patch, which matters with thousands of
- * nodes writing to one API server.  nvidia.com/gfd.timestamp therefore
- * says when the current label set was first produced.
+ * The discovery role: snapshot the GPUs every interval and make every
+ * destination hold the labels, writing only where it differs.  GFD
+ * rewrites on every pass; here an unchanged node costs one file read or one
+ * GET, and no file write, NodeFeature update or node patch, which matters
+ * with thousands of nodes writing to one API server.  Because each pass
+ * still compares, a deleted features file or a label edited on the node is
+ * put back within an interval.  nvidia.com/gfd.timestamp says when the
+ * current label set was first produced (it is kept while the set is).
  *
  * Failures after the first pass (NVML gone, the API server unreachable) are
  * logged and retried on the next interval; what was written stays in place.
@@ -141,29 +143,50 @@ static int build(struct disc_state *st, struct nvml *n, struct disc_labels *out,
 	return rc;
 }
 
-static int write_sinks(struct disc_state *st, const struct disc_labels *l, struct gpuop_error *err)
+/*
+ * Hand the set to every sink.  fresh: the set differs from the last one
+ * written (or none was); stdout gets only those.  The file and the API
+ * sinks compare with what their destination holds now and write only on a
+ * difference, so they are given every pass: a features file somebody
+ * deleted or a label edited on the node comes back within one interval.
+ * *wrote says whether anything was written.
+ */
+static int write_sinks(struct disc_state *st, const struct disc_labels *l, bool fresh, bool *wrote,
+		       struct gpuop_error *err)
 {
 	const struct disc_run_opts *o = st->o;
 	unsigned int sinks = o->sinks ? o->sinks : DISC_SINK_FILE;
 	const char *path = o->output ? o->output : DISC_DEFAULT_FILE;
+	bool changed = false;
 
-	if ((sinks & DISC_SINK_FILE) && disc_write_file(path, l, err) < 0)
-		return -1;
-	if (sinks & DISC_SINK_STDOUT) {
+	*wrote = false;
+	if (sinks & DISC_SINK_FILE) {
+		if (disc_write_file(path, l, &changed, err) < 0)
+			return -1;
+		*wrote |= changed;
+	}
+	if ((sinks & DISC_SINK_STDOUT) && fresh) {
 		_cleanup_free_ char *text = disc_labels_format(l, err);
 		FILE *out = o->out ? o->out : stdout;
 		if (!text)
 			return -1;
 		if (fputs(text, out) < 0 || fflush(out) != 0)
 			return error_errno(err, errno, "writing labels to stdout");
+		*wrote = true;
 	}
 	if ((sinks & (DISC_SINK_NODEFEATURE | DISC_SINK_NODE)) && (!o->kube || !o->node_name))
 		return error_set(err, GPUOP_ERR_GENERIC, 0, "API output needs a client and a node name");
-	if ((sinks & DISC_SINK_NODEFEATURE) &&
-	    disc_apply_nodefeature(o->kube, o->ns ? o->ns : "gpuop", o->node_name, l, err) < 0)
-		return -1;
-	if ((sinks & DISC_SINK_NODE) && disc_patch_node(o->kube, o->node_name, l, NULL, err) < 0)
-		return -1;
+	if (sinks & DISC_SINK_NODEFEATURE) {
+		if (disc_apply_nodefeature(o->kube, o->ns ? o->ns : "gpuop", o->node_name, l,
+					   &changed, err) < 0)
+			return -1;
+		*wrote |= changed;
+	}
+	if (sinks & DISC_SINK_NODE) {
+		if (disc_patch_node(o->kube, o->node_name, l, &changed, err) < 0)
+			return -1;
+		*wrote |= changed;
+	}
 	return 0;
 }
 
@@ -192,22 +215,30 @@ static int pass(struct disc_state *st, bool first, struct gpuop_error *err)
 		drop_nvml(st);
 		goto out;
 	}
-	if (st->written && disc_labels_equal(&st->last, &l) && !st->o->oneshot) {
+	/* Unchanged since the last write: pass on the set as written, so its
+	 * timestamp keeps saying when it was produced and a sink that still
+	 * holds it has nothing to do. */
+	bool fresh = !st->written || !disc_labels_equal(&st->last, &l);
+	bool wrote = false;
+	if (write_sinks(st, fresh ? &l : &st->last, fresh, &wrote, &e) < 0)
+		goto out;
+	if (wrote) {
+		const struct disc_labels *w = fresh ? &l : &st->last;
+		char count[24];
+		snprintf(count, sizeof(count), "%zu", w->n);
+		log_info(COMP, fresh ? "labels written" : "labels restored", "count", count, "to",
+			 sink_names(st->o), NULL);
+	} else {
 		log_debug(COMP, "labels unchanged", NULL);
-		rc = 0;
-		goto out;
 	}
-	if (write_sinks(st, &l, &e) < 0)
-		goto out;
-	char count[24];
-	snprintf(count, sizeof(count), "%zu", l.n);
-	log_info(COMP, "labels written", "count", count, "to", sink_names(st->o), NULL);
-	if (st->o->label_count)
-		__atomic_store_n(st->o->label_count, l.n, __ATOMIC_RELEASE); /* read by gpuop node's report thread */
-	disc_labels_free(&st->last);
-	st->last = l;
-	l = (struct disc_labels){0};
-	st->written = true;
+	if (fresh) {
+		if (st->o->label_count)
+			__atomic_store_n(st->o->label_count, l.n, __ATOMIC_RELEASE); /* read by gpuop node's report thread */
+		disc_labels_free(&st->last);
+		st->last = l;
+		l = (struct disc_labels){0};
+		st->written = true;
+	}
 	rc = 0;
 out:
 	disc_labels_free(&l);

@@ -5,7 +5,8 @@
  * it checks the parser's contract: a refusal is a parse error naming the
  * file and a line; an accepted file gives sorted, unique keys that survive
  * formatting and parsing again unchanged, and a drift check of the set
- * against itself finds nothing.
+ * against itself finds nothing.  The same bytes, as a product or machine
+ * name, must sanitise to a valid label value.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,6 +21,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct gpuop_error err;
 	struct disc_labels l = {0}, again = {0};
 	struct disc_drift *d = NULL;
+
+	/* The product/machine sanitiser makes a valid label value of anything. */
+	char raw[256], clean[DISC_VALUE_MAX], line[DISC_VALUE_MAX + 8];
+	size_t rn = size < sizeof(raw) - 1 ? size : sizeof(raw) - 1;
+	memcpy(raw, data, rn);
+	raw[rn] = '\0';
+	disc_sanitize(raw, clean, sizeof(clean));
+	int ln = snprintf(line, sizeof(line), "k=%s\n", clean);
+	error_clear(&err);
+	if (disc_labels_parse(line, (size_t)ln, "sanitised", &l, &err) < 0)
+		abort();
+	disc_labels_free(&l);
 
 	error_clear(&err);
 	if (disc_labels_parse((const char *)data, size, "fuzz.labels", &l, &err) < 0) {

@@ -314,6 +314,26 @@ class FileTest(Case):
         # one "labels written" line per write: the first and the SIGHUP one
         self.assertEqual(err.count("labels written"), 2, err)
 
+    def test_loop_puts_back_a_deleted_or_edited_file(self):
+        """NFD drops the labels with the file: a file deleted (an old GFD pod's
+        exit cleanup) or edited by hand is written again on the next pass, not
+        when the hardware next changes."""
+        out = os.path.join(self.tmp, "gfd")
+        p = self.start("--simulate", "l4x4", "discover", "--interval", "200ms", "--output", out)
+        self.wait_for(lambda: os.path.exists(out), what="first write")
+        first = slurp(out)
+        os.unlink(out)
+        self.wait_for(lambda: os.path.exists(out), what="the deleted file written again")
+        self.assertEqual(slurp(out), first)  # same set, same timestamp
+        with open(out, "w") as f:
+            f.write(first.replace("nvidia.com/gpu.count=4", "nvidia.com/gpu.count=9"))
+        self.wait_for(lambda: slurp(out) == first, what="the edited file put back")
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(timeout=10), 0)
+        err = p.stderr.read()
+        self.assertEqual(err.count("labels written"), 1, err)
+        self.assertEqual(err.count("labels restored"), 2, err)
+
     def test_loop_follows_a_lost_gpu(self):
         out = os.path.join(self.tmp, "gfd")
         p = self.start("--simulate", "l4x4", "discover", "--interval", "200ms", "--output", out,
@@ -339,7 +359,11 @@ class CheckTest(Case):
 
     def test_check_clean_file(self):
         f = self.write("labels", self.golden("dgx-h100") + "nvidia.com/gpu.present=true\n"
-                       "kubernetes.io/hostname=gpu-1\nnvidia.com/gfd.timestamp=1\n")
+                       "kubernetes.io/hostname=gpu-1\nnvidia.com/gfd.timestamp=1\n"
+                       # set by administrators, not discovery: not drift
+                       "nvidia.com/device-plugin.config=h100-ts\n"
+                       "nvidia.com/gpu-operator.driver.owner=default\n"
+                       "nvidia.com/gpu-driver-upgrade.skip=true\n")
         r = self.gpuop("--simulate", "dgx-h100", "discover", "--check", "--labels", f)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("ok:", r.stdout)
@@ -366,6 +390,27 @@ class CheckTest(Case):
         kinds = {d["key"]: d["kind"] for d in doc["drift"]}
         self.assertEqual(kinds, {"nvidia.com/gpu.fast": "extra", "nvidia.com/gpu.family": "missing",
                                  "nvidia.com/gpu.count": "wrong"})
+
+    def test_check_one_difference_reads_right(self):
+        text = self.golden("h200").replace("nvidia.com/gpu.count=1", "nvidia.com/gpu.count=2")
+        r = self.gpuop("--simulate", "h200", "discover", "--check", "--labels", "-", input=text)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("1 label on <stdin> differs from the hardware", r.stderr)
+
+    def test_check_inside_a_gfd_style_pod(self):
+        """`kubectl exec <discovery pod> -- gpuop discover --check`: the pod's
+        GFD_* output variables are not a usage error for --check."""
+        self.env.update({"GFD_ONESHOT": "false", "GFD_OUTPUT_FILE": os.path.join(self.tmp, "gfd"),
+                         "GFD_USE_NODE_FEATURE_API": "true", "GFD_MIG_STRATEGY": "mixed"})
+        r = self.gpuop("--simulate", "a100-mig", "discover", "--check", "--labels", "-",
+                       input=self.golden("a100-mig-mixed"))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "gfd")))
+        # an output flag on the command line still is one
+        r = self.gpuop("--simulate", "a100-mig", "discover", "--check", "--labels", "-", "-o", "-",
+                       input="")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--check writes nothing", r.stderr)
 
     def test_check_from_stdin_and_strategy(self):
         # the node was labelled under mixed; checking with the default strategy finds it
@@ -397,6 +442,10 @@ class DetectTest(Case):
                 self.assertEqual(len([x for x in lines if x.startswith("# ")]), gpus)
         r = self.gpuop("detect", "--print", "--host-root", os.path.join(FIXTURES, "gpu-node"))
         self.assertIn("# 0000:18:00.0 10de:2330 class 030200 driver nvidia", r.stdout)
+        # a GPU handed to a VM (vfio-pci) or on nouveau is still a GPU on this node
+        self.assertIn("# 0000:2a:00.0 10de:2330 class 030200 driver vfio-pci", r.stdout)
+        r = self.gpuop("detect", "--print", "--host-root", os.path.join(FIXTURES, "vga-node"))
+        self.assertIn("class 030000 driver nouveau", r.stdout)
 
     def test_detect_missing_root(self):
         r = self.gpuop("detect", "--print", "--host-root", os.path.join(self.tmp, "nope"))

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -161,6 +162,60 @@ class PatchNodeTest(ApiCase):
         self.assertEqual(have["kubernetes.io/hostname"], "pn-1")
         for k, v in golden("a100-mig-none").items():
             self.assertEqual(have.get(k), v, k)
+
+    def test_annotation_never_removes_foreign_labels(self):
+        """The owned-keys annotation is plain text: listing a label another
+        component owns there (an edit, or a copy from another node) must not
+        make discovery delete it."""
+        self.node("pn-2", {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "true",
+                           "nvidia.com/device-plugin.config": "a100-ts", "nvidia.com/mig.config": "all-1g.10gb",
+                           "nvidia.com/gpu.stale": "1"})
+        self.api.patch("/api/v1/nodes/pn-2", {"metadata": {"annotations": {
+            "gpuop.io/discovered-labels": "nvidia.com/gpu.present,nvidia.com/gpu.deploy.driver,"
+                                          "nvidia.com/device-plugin.config,nvidia.com/mig.config,"
+                                          "nvidia.com/gpu.stale"}}})
+        r = self.gpuop("--simulate", "l4x4", "discover", "--oneshot", "--patch-node", "--node", "pn-2",
+                       "--no-timestamp")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        have = self.labels("pn-2")
+        self.assertEqual(have["nvidia.com/gpu.present"], "true")
+        self.assertEqual(have["nvidia.com/gpu.deploy.driver"], "true")
+        self.assertEqual(have["nvidia.com/device-plugin.config"], "a100-ts")
+        self.assertEqual(have["nvidia.com/mig.config"], "all-1g.10gb")
+        self.assertNotIn("nvidia.com/gpu.stale", have)  # one of ours: removed
+        self.assertEqual(have["nvidia.com/gpu.product"], "NVIDIA-L4")
+
+    def test_loop_repairs_a_hand_edited_label(self):
+        """An unchanged GPU set still compares the node each pass, so a label
+        edited by hand is put back within an interval."""
+        self.node("pn-3", {"nvidia.com/gpu.present": "true"})
+        p = subprocess.Popen([GPUOP, "--kubeconfig", self.api.kubeconfig, "--simulate", "l4x4",
+                              "discover", "--patch-node", "--node", "pn-3", "--interval", "200ms"],
+                             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.wait_for(lambda: self.labels("pn-3").get("nvidia.com/gpu.count") == "4")
+            ts = self.labels("pn-3")["nvidia.com/gfd.timestamp"]
+            self.api.patch("/api/v1/nodes/pn-3", {"metadata": {"labels": {"nvidia.com/gpu.count": "16",
+                                                                          "nvidia.com/gpu.family": None}}})
+            self.wait_for(lambda: self.labels("pn-3").get("nvidia.com/gpu.count") == "4"
+                          and self.labels("pn-3").get("nvidia.com/gpu.family") == "ada-lovelace")
+            # the set did not change: its timestamp is the first pass's
+            self.assertEqual(self.labels("pn-3")["nvidia.com/gfd.timestamp"], ts)
+        finally:
+            p.send_signal(15)
+            rc = p.wait(timeout=10)
+            err = p.stderr.read()
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(err.count("labels written"), 1, err)
+        self.assertIn("labels restored", err)
+
+    def wait_for(self, pred, timeout=15):
+        end = time.time() + timeout
+        while time.time() < end:
+            if pred():
+                return
+            time.sleep(0.05)
+        self.fail("timed out")
 
     def test_drift_check_through_api(self):
         self.node("dc-1", {"nvidia.com/gpu.present": "true"})

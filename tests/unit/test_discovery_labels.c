@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +36,15 @@ static void test_sanitize(void **state)
 		{"NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB"},
 		{"NVIDIA GeForce RTX 4090 (Founders)", "NVIDIA-GeForce-RTX-4090-Founders"},
 		{"NVIDIA A100-SXM4-40GB-MIG-1g.5gb", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"},
-		{"A100-MIG-1g.10gb+me", "A100-MIG-1g.10gbme"}, /* '+' is dropped as GFD does */
+		{"A100-MIG-1g.10gb+me", "A100-MIG-1g.10gbme"}, /* not a label character; MIG names turn '+' into '.' first */
 		{"DGX H100", "DGX-H100"},
 		{"PowerEdge R760/xd", "PowerEdge-R760xd"},
 		{"  padded  ", "padded"},       /* no leading/trailing '-' in a label value */
+		/* GFD joins the space-separated words: a run of spaces is one '-' */
+		{"NVIDIA  A100   PCIe", "NVIDIA-A100-PCIe"},
+		{"PowerEdge R750xa ( rev 2 )", "PowerEdge-R750xa-rev-2"},
+		{"A -B", "A--B"},
+		{"Tab\there", "Tabhere"},     /* a tab is dropped, not a word break */
 		{"x_y.z", "x_y.z"},
 		{"!!!", ""},
 		{"", ""},
@@ -209,6 +215,22 @@ static void test_drift(void **state)
 	n = disc_drift_check(&want, &want, &d);
 	assert_int_equal(n, 0);
 	free(d);
+	/* labels administrators and the operator's controllers set are theirs */
+	static const char *const theirs[] = {
+		"nvidia.com/device-plugin.config", "nvidia.com/gpu-operator.driver.owner",
+		"nvidia.com/gpu-driver-upgrade.skip", "nvidia.com/gpu-driver-upgrade-state",
+		"nvidia.com/cc.mode", "nvidia.com/cc.mode.state",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(theirs); i++) {
+		struct disc_labels h = {0};
+		disc_labels_set(&h, theirs[i], "x", &err);
+		n = disc_drift_check(&have, &h, &d); /* want = anything without it */
+		for (long k = 0; k < n; k++)
+			if (strcmp(d[k].key, theirs[i]) == 0)
+				fail_msg("%s reported as %s", theirs[i], disc_drift_kind_name(d[k].kind));
+		free(d);
+		disc_labels_free(&h);
+	}
 	assert_true(disc_key_foreign("nvidia.com/gpu.deploy.dcgm-exporter"));
 	assert_false(disc_key_foreign("nvidia.com/gpu.deployx"));
 	assert_false(disc_key_foreign("nvidia.com/gpu.product"));
@@ -240,6 +262,15 @@ static unsigned long label_num(const struct disc_labels *l, const char *key)
 	if (!v)
 		fail_msg("no label %s", key);
 	return strtoul(v, NULL, 10);
+}
+
+/* The value of a label that must be there. */
+static const char *lbl(const struct disc_labels *l, const char *key)
+{
+	const char *v = disc_labels_get(l, key);
+	if (!v)
+		fail_msg("no label %s", key);
+	return v;
 }
 
 /* Labels describe what the plugin advertises: for every resource the plugin
@@ -346,6 +377,130 @@ static void test_lost_and_no_gpus(void **state)
 	node_close(fx);
 }
 
+/* GFD labels MIG-enabled GPUs without sharing, whatever the strategy:
+ * replicas=0, sharing-strategy=none, no -SHARED (its mig-strategy tests
+ * "sharing is not applied to ... MIG device; replicas is zero").  One
+ * MIG-disabled GPU of the model brings the config's replicas back. */
+static void test_mig_enabled_parents_not_shared(void **state)
+{
+	(void)state;
+	struct node_fx *fx = node_open("a100-mig");
+	struct dp_config cfg;
+	struct disc_labels l = {0};
+
+	dp_config_defaults(&cfg);
+	cfg.nshared = 1;
+	snprintf(cfg.shared[0].name, sizeof(cfg.shared[0].name), "nvidia.com/gpu");
+	cfg.shared[0].replicas = 4;
+	static const enum dp_mig_strategy strategies[] = {DP_MIG_NONE, DP_MIG_MIXED};
+	for (size_t i = 0; i < ARRAY_SIZE(strategies); i++) {
+		cfg.mig_strategy = strategies[i];
+		build(fx->node, &cfg, NULL, &l);
+		assert_string_equal(lbl(&l, "nvidia.com/gpu.count"), "8");
+		assert_string_equal(lbl(&l, "nvidia.com/gpu.replicas"), "0");
+		assert_string_equal(lbl(&l, "nvidia.com/gpu.sharing-strategy"), "none");
+		assert_string_equal(lbl(&l, "nvidia.com/gpu.product"),
+				    "NVIDIA-A100-SXM4-80GB");
+		disc_labels_free(&l);
+	}
+	fx->node->gpus[3].mig_enabled = false;
+	cfg.mig_strategy = DP_MIG_NONE;
+	build(fx->node, &cfg, NULL, &l);
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.replicas"), "4");
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.sharing-strategy"), "time-slicing");
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-80GB-SHARED");
+	disc_labels_free(&l);
+	node_close(fx);
+}
+
+/* single on a node where it is ambiguous: GFD's placeholder, and the
+ * architecture labels of the GPUs stay (they come from the full-GPU pass). */
+static void test_mig_single_invalid(void **state)
+{
+	(void)state;
+	struct node_fx *fx = node_open("a100-mig");
+	struct dp_config cfg;
+	struct disc_labels l = {0};
+
+	dp_config_defaults(&cfg);
+	cfg.mig_strategy = DP_MIG_SINGLE;
+	build(fx->node, &cfg, NULL, &l);
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.product"),
+			    "NVIDIA-A100-SXM4-80GB-MIG-INVALID");
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.count"), "0");
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.replicas"), "0");
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.memory"), "0");
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.sharing-strategy"), "");
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.family"), "ampere");
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.compute.major"), "8");
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.compute.minor"), "0");
+	assert_null(disc_labels_get(&l, "nvidia.com/gpu.multiprocessors"));
+	disc_labels_free(&l);
+	node_close(fx);
+}
+
+/* GFD names a "+me" MIG device "1g.10gb.me" and builds the product from
+ * that name: the '+' becomes '.', it is not dropped. */
+static void test_mig_media_extension_product(void **state)
+{
+	(void)state;
+	struct node_fx *fx = node_open("a100-mig");
+	struct dp_config cfg;
+	struct disc_labels l = {0};
+
+	dp_config_defaults(&cfg);
+	cfg.mig_strategy = DP_MIG_MIXED;
+	build(fx->node, &cfg, NULL, &l);
+	assert_string_equal(lbl(&l, "nvidia.com/mig-1g.10gb.me.product"),
+			    "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb.me");
+	disc_labels_free(&l);
+	node_close(fx);
+}
+
+static unsigned int class_first_vga(const char *bdf, void *ud)
+{
+	const char *first = ud;
+	return strcmp(bdf, first) == 0 ? 0x030000 : 0x030200;
+}
+
+/* gpu.mode: GFD's one mode for the node is "unknown" when the GPUs' classes
+ * differ; and a GPU with no compute capability or memory from NVML gets no
+ * family/compute or memory labels (not "undefined" and "0"). */
+static void test_mode_mixed_classes_and_no_cc(void **state)
+{
+	(void)state;
+	struct node_fx *fx = node_open("l4x4");
+	struct dp_config cfg;
+	struct disc_labels l = {0};
+	struct gpuop_error err = {0};
+	char first[32];
+
+	dp_config_defaults(&cfg);
+	/* NVML's 8-digit domain, as the lookup gets it: 4 digits, lower case */
+	const char *id = fx->node->gpus[0].bus_id;
+	snprintf(first, sizeof(first), "%s", strlen(id) > 12 ? id + strlen(id) - 12 : id);
+	for (char *p = first; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	struct disc_inputs in = {.node = fx->node, .cfg = &cfg, .pci_class = class_first_vga,
+				 .pci_ud = first, .no_timestamp = true};
+	assert_int_equal(disc_labels_build(&in, &l, &err), 0);
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.mode"), "unknown");
+	disc_labels_free(&l);
+
+	for (size_t g = 0; g < fx->node->ngpus; g++) {
+		fx->node->gpus[g].cc_major = fx->node->gpus[g].cc_minor = 0;
+		fx->node->gpus[g].memory_total_mib = 0;
+	}
+	build(fx->node, &cfg, NULL, &l);
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.mode"), "compute");
+	assert_null(disc_labels_get(&l, "nvidia.com/gpu.family"));
+	assert_null(disc_labels_get(&l, "nvidia.com/gpu.compute.major"));
+	assert_null(disc_labels_get(&l, "nvidia.com/gpu.memory")); /* GFD omits a 0 */
+	assert_string_equal(lbl(&l, "nvidia.com/gpu.count"), "4");
+	disc_labels_free(&l);
+	node_close(fx);
+}
+
 static void test_machine_from_host_root(void **state)
 {
 	(void)state;
@@ -370,6 +525,10 @@ int main(void)
 		cmocka_unit_test(test_drift),
 		cmocka_unit_test(test_agrees_with_plugin),
 		cmocka_unit_test(test_lost_and_no_gpus),
+		cmocka_unit_test(test_mig_enabled_parents_not_shared),
+		cmocka_unit_test(test_mig_single_invalid),
+		cmocka_unit_test(test_mig_media_extension_product),
+		cmocka_unit_test(test_mode_mixed_classes_and_no_cc),
 		cmocka_unit_test(test_machine_from_host_root),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

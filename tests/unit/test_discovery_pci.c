@@ -2,8 +2,9 @@
 /*
  * The PCI probe (src/host/pci.c, through libpci's sysfs method) against the
  * fixture host roots in tests/fixtures/hostroot: a GPU node with two 3D
- * controllers and an NVSwitch bridge, a workstation with a VGA GeForce and
- * its audio function, and a node without NVIDIA hardware.  Plus the
+ * controllers (one bound to vfio-pci) and an NVSwitch bridge, a workstation
+ * with a VGA GeForce on nouveau and its audio function, and a node without
+ * NVIDIA hardware.  Plus the
  * failures a wrong --host-root gives, which must name the path and never
  * end the process (libpci's default error handler would exit).
  */
@@ -59,6 +60,9 @@ static void test_gpu_node(void **state)
 	assert_int_equal(s.funcs[0].numa_node, 0);
 	assert_string_equal(s.funcs[1].bdf, "0000:2a:00.0");
 	assert_int_equal(s.funcs[1].numa_node, 1);
+	/* passed through to a VM: bound to vfio-pci, still a GPU of this node */
+	assert_string_equal(s.funcs[1].driver, "vfio-pci");
+	assert_int_equal(s.funcs[1].kind, PCI_GPU_3D);
 	assert_string_equal(s.funcs[2].bdf, "0000:c4:00.0");
 	assert_int_equal(s.funcs[2].kind, PCI_GPU_OTHER);
 	assert_string_equal(s.funcs[2].driver, "");
