@@ -32,6 +32,18 @@ BUILTINS = [
      ["crd", "crds"], [], []),
 ]
 
+# Create-only resources that are answered, never stored (the access and
+# identity reviews): group, version, resource, kind, namespaced.
+# `kubectl auth can-i` (with --list), `kubectl auth whoami` and clients
+# that check their rights before acting use them.
+REVIEWS = [
+    ("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False),
+    ("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False),
+    ("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False),
+    ("authorization.k8s.io", "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview", True),
+    ("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False),
+]
+
 # The version the stand-in claims to be (kubectl warns beyond +-1 minor).
 VERSION = {
     "major": "1", "minor": "32", "gitVersion": "v1.32.0-gpuop-standin", "gitCommit": "0" * 40,
@@ -84,7 +96,7 @@ def api_resource_list(types, group, version):
         if rt.group != group or version not in rt.versions:
             continue
         entry = {"name": rt.resource, "singularName": rt.singular, "namespaced": rt.namespaced,
-                 "kind": rt.kind, "verbs": list(VERBS)}
+                 "kind": rt.kind, "verbs": ["create"] if rt.review else list(VERBS)}
         if rt.short_names:
             entry["shortNames"] = list(rt.short_names)
         if rt.categories:
@@ -133,10 +145,12 @@ def openapi_gv(types, group, version):
             continue
         gvk = {"group": group, "version": version, "kind": rt.kind}
         prefix = "/" + _gv_path(group, version) + ("/namespaces/{namespace}" if rt.namespaced else "")
-        ops = {verb: {"operationId": f"{verb}{rt.kind}", "parameters": params,
-                      "x-kubernetes-action": verb, "x-kubernetes-group-version-kind": gvk,
-                      "responses": {"200": {"description": "OK"}}} for verb in ("get", "put", "patch", "delete")}
-        paths[f"{prefix}/{rt.resource}/{{name}}"] = ops
+        if not rt.review:
+            ops = {verb: {"operationId": f"{verb}{rt.kind}", "parameters": params,
+                          "x-kubernetes-action": verb, "x-kubernetes-group-version-kind": gvk,
+                          "responses": {"200": {"description": "OK"}}}
+                   for verb in ("get", "put", "patch", "delete")}
+            paths[f"{prefix}/{rt.resource}/{{name}}"] = ops
         paths[f"{prefix}/{rt.resource}"] = {
             "post": {"operationId": f"create{rt.kind}", "parameters": params, "x-kubernetes-action": "post",
                      "x-kubernetes-group-version-kind": gvk, "responses": {"201": {"description": "Created"}}}}

@@ -8,8 +8,10 @@
   copied from the k8s.io/api struct tags of the fields gpuop touches);
   every other list is atomic and replaced.  Directives: `$patch: delete`
   (drop the list element / map), `$patch: replace` (replace the map or the
-  list), `$deleteFromPrimitiveList/<field>`, `$setElementOrder/<field>` and
-  `$retainKeys` (both accepted; order follows the patch for new elements).
+  list), `$deleteFromPrimitiveList/<field>`, `$retainKeys` (fields of the
+  map not named are cleared, as kubectl apply relies on when a Deployment's
+  strategy type or a volume's source changes) and `$setElementOrder/<field>`
+  (accepted; order follows the patch for new elements).
 - application/json-patch+json: RFC 6902, all six operations including test.
 
 Every function returns a new document and never modifies its arguments;
@@ -89,6 +91,10 @@ def strategic_merge_patch(target, patch, path=()):
         return None
     if directive not in (None, "merge"):
         raise PatchError(f"Unknown patch type: {directive}")
+    retain = patch.get("$retainKeys")
+    if retain is not None and (not isinstance(retain, list) or not all(isinstance(k, str) for k in retain)):
+        raise PatchError(f"strategic merge patch: {'.'.join(path) or 'the object'}: $retainKeys must be a list "
+                         "of field names")
     out = dict(target)
     deletes = {}
     for k, v in patch.items():
@@ -113,6 +119,8 @@ def strategic_merge_patch(target, patch, path=()):
     for k, vals in deletes.items():
         if isinstance(out.get(k), list) and isinstance(vals, list):
             out[k] = [x for x in out[k] if x not in vals]
+    if retain is not None:
+        out = {k: v for k, v in out.items() if k in retain}
     return out
 
 

@@ -1,6 +1,8 @@
 """Decoding of Kubernetes' protobuf request bodies for the few types that
 kubectl's generators send that way (`kubectl create namespace|configmap|
-secret|serviceaccount`): the "k8s\\0" envelope holding a runtime.Unknown,
+secret|serviceaccount|clusterrole|role|clusterrolebinding|rolebinding`) and
+the access and identity reviews of `kubectl auth can-i` and `kubectl auth
+whoami`: the "k8s\\0" envelope holding a runtime.Unknown,
 whose raw bytes are the typed message.  Field numbers are those of
 k8s.io/api generated.proto.  Other types get 415, and responses are always
 JSON (clients accept it: they send Accept: ...protobuf,application/json).
@@ -176,8 +178,109 @@ def _serviceaccount(buf, obj):
             obj["automountServiceAccountToken"] = bool(v)
 
 
+def _strings(buf, names):
+    """A message of string fields only: {field number: JSON name}; empty
+    strings are left out (JSON omitempty)."""
+    out = {}
+    for n, _, v in fields(buf):
+        if n in names and v:
+            out[names[n]] = _str(v)
+    return out
+
+
+# k8s.io/api/authorization/v1 generated.proto
+_RESOURCE_ATTRS = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource",
+                   7: "name"}
+_NONRESOURCE_ATTRS = {1: "path", 2: "verb"}
+
+
+def _access_review(buf, obj):
+    """SelfSubjectAccessReview, SubjectAccessReview and
+    LocalSubjectAccessReview: spec (2) holds resourceAttributes (1) or
+    nonResourceAttributes (2), and for the last two user (3), groups (4),
+    uid (6)."""
+    for n, _, v in fields(buf):
+        if n != 2:
+            continue
+        spec = obj.setdefault("spec", {})
+        for sn, _, sv in fields(v):
+            if sn == 1:
+                spec["resourceAttributes"] = _strings(sv, _RESOURCE_ATTRS)
+            elif sn == 2:
+                spec["nonResourceAttributes"] = _strings(sv, _NONRESOURCE_ATTRS)
+            elif sn == 3 and sv:
+                spec["user"] = _str(sv)
+            elif sn == 4:
+                spec.setdefault("groups", []).append(_str(sv))
+            elif sn == 6 and sv:
+                spec["uid"] = _str(sv)
+
+
+def _rules_review(buf, obj):
+    for n, _, v in fields(buf):
+        if n == 2:
+            obj["spec"] = _strings(v, {1: "namespace"})
+
+
+def _identity_review(buf, obj):
+    """authentication/v1 SelfSubjectReview: metadata only in a request."""
+
+
+# k8s.io/api/rbac/v1 generated.proto: what `kubectl create clusterrole|role|
+# clusterrolebinding|rolebinding` send
+_RULE_LISTS = {1: "verbs", 2: "apiGroups", 3: "resources", 4: "resourceNames", 5: "nonResourceURLs"}
+
+
+def _policy_rule(buf):
+    rule = {}
+    for n, _, v in fields(buf):
+        if n in _RULE_LISTS:
+            rule.setdefault(_RULE_LISTS[n], []).append(_str(v))
+    return rule
+
+
+def _label_selector(buf):
+    sel = {}
+    for n, _, v in fields(buf):
+        if n == 1:
+            k, val = _map(v)
+            sel.setdefault("matchLabels", {})[k] = val
+        elif n == 2:
+            expr = {}
+            for en, _, ev in fields(v):
+                if en in (1, 2):
+                    expr["key" if en == 1 else "operator"] = _str(ev)
+                elif en == 3:
+                    expr.setdefault("values", []).append(_str(ev))
+            sel.setdefault("matchExpressions", []).append(expr)
+    return sel
+
+
+def _role(buf, obj):
+    """Role and ClusterRole: rules (2), aggregationRule (3)."""
+    for n, _, v in fields(buf):
+        if n == 2:
+            obj.setdefault("rules", []).append(_policy_rule(v))
+        elif n == 3:
+            sels = [_label_selector(sv) for sn, _, sv in fields(v) if sn == 1]
+            obj["aggregationRule"] = {"clusterRoleSelectors": sels} if sels else {}
+
+
+def _binding(buf, obj):
+    """RoleBinding and ClusterRoleBinding: subjects (2), roleRef (3)."""
+    for n, _, v in fields(buf):
+        if n == 2:
+            obj.setdefault("subjects", []).append(_strings(v, {1: "kind", 2: "apiGroup", 3: "name",
+                                                               4: "namespace"}))
+        elif n == 3:
+            obj["roleRef"] = _strings(v, {1: "apiGroup", 2: "kind", 3: "name"})
+
+
 DECODERS = {"ConfigMap": _configmap, "Secret": _secret, "Namespace": _namespace,
-            "ServiceAccount": _serviceaccount}
+            "ServiceAccount": _serviceaccount, "SelfSubjectAccessReview": _access_review,
+            "SubjectAccessReview": _access_review, "LocalSubjectAccessReview": _access_review,
+            "SelfSubjectRulesReview": _rules_review, "SelfSubjectReview": _identity_review,
+            "ClusterRole": _role, "Role": _role, "ClusterRoleBinding": _binding, "RoleBinding": _binding}
 
 
 def decode(body):

@@ -176,6 +176,16 @@ def _subject_applies(subject, user, groups, binding_ns):
     return False
 
 
+def _aggregate(messages):
+    """utilerrors.NewAggregate(...).Error(): one message as is, several
+    (duplicates dropped) as "[a, b]"."""
+    seen = []
+    for m in messages:
+        if m not in seen:
+            seen.append(m)
+    return seen[0] if len(seen) == 1 else "[" + ", ".join(seen) + "]"
+
+
 def _describe_subject(subject, binding_ns):
     if subject.get("kind") == "ServiceAccount":
         # name/namespace, as kube-apiserver's audit reason writes it
@@ -208,7 +218,8 @@ class Authorizer:
     of an allowed request names the binding, role and subject that allowed
     it, as the RBAC authorizer's audit annotation does; a denial's reason is
     empty, as Kubernetes' is, unless a binding that applies to the user
-    references a role that does not exist (that error is the reason)."""
+    references a role that does not exist: then it is "RBAC: " and that
+    error, which kube-apiserver appends to the 403 message."""
 
     def __init__(self, store, install_defaults=True):
         self.store = store
@@ -305,7 +316,32 @@ class Authorizer:
                 if allows(rule):
                     return True, "RBAC: allowed by %s of %s \"%s\" to %s" % (
                         b.describe(), b.role_kind, b.role_name, _describe_subject(subject, b.ns))
-        return False, "; ".join(errors)
+        return False, ("RBAC: " + _aggregate(errors)) if errors else ""
+
+    def rules_for(self, user, groups, ns):
+        """What SelfSubjectRulesReview reports: the rules of every binding
+        that applies to the user in namespace `ns` (ClusterRoleBindings
+        everywhere; non-resource rules only from ClusterRoleBindings, as
+        RBAC's RulesFor).  Returns (resource rules, non-resource rules,
+        evaluation error or "")."""
+        resource, nonresource, errors = [], [], []
+        for b in self._bindings(ns or ""):
+            if not any(_subject_applies(s, user, groups or [], b.ns) for s in b.subjects):
+                continue
+            if b.error:
+                errors.append(b.error)
+            for rule in b.rules:
+                if rule.get("nonResourceURLs"):
+                    if b.kind == "ClusterRoleBinding":
+                        nonresource.append({"verbs": list(rule.get("verbs") or []),
+                                            "nonResourceURLs": list(rule["nonResourceURLs"])})
+                    continue
+                r = {"verbs": list(rule.get("verbs") or []), "apiGroups": list(rule.get("apiGroups") or []),
+                     "resources": list(rule.get("resources") or [])}
+                if rule.get("resourceNames"):
+                    r["resourceNames"] = list(rule["resourceNames"])
+                resource.append(r)
+        return resource, nonresource, _aggregate(errors) if errors else ""
 
     def allowed(self, user, groups, verb, group, resource, subresource, ns, name):
         """May `user` in `groups` do `verb` on group/resource[/subresource]

@@ -19,7 +19,7 @@ import traceback
 import urllib.parse
 
 from . import discovery, patch, pb, selection, tables
-from .store import ApiError, Store, bad_request, invalid, not_found, conflict
+from .store import ApiError, Store, bad_request, decode_errors, invalid, not_found, conflict
 
 try:  # engineer B's modules; the server runs without them (no RBAC, no controllers)
     from . import rbac as _rbac
@@ -40,6 +40,14 @@ MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 JSONPATCH = "application/json-patch+json"
 APPLY = "application/apply-patch+yaml"
+# Built-in kinds without spec/status fields (anything there is dropped as
+# unknown, never a type error).
+UNTYPED_SPEC = {"ConfigMap", "Secret", "ServiceAccount", "Event", "ClusterRole", "ClusterRoleBinding", "Role",
+                "RoleBinding"}
+# Built-in types whose registry strategy refuses a PUT without
+# metadata.resourceVersion (AllowUnconditionalUpdate false), as custom
+# resources do: a leader-election Lease must never be overwritten blindly.
+NO_UNCONDITIONAL_UPDATE = {("coordination.k8s.io", "leases"), ("apiextensions.k8s.io", "customresourcedefinitions")}
 
 
 def simple_node(i, gpu):
@@ -281,7 +289,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             n = -1
         if n < 0:
             raise bad_request(f"invalid Content-Length: {self.headers.get('Content-Length')!r}")
-        if n > 64 * 1024 * 1024:
+        if n > 3 * 1024 * 1024:  # kube-apiserver's MaxRequestBodyBytes
+            # Read a moderately large body away so the client gets the 413
+            # instead of a reset while it is still sending; then close.
+            self.close_connection = True
+            left = n if n <= 64 * 1024 * 1024 else 0
+            while left > 0:
+                chunk = self.rfile.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                left -= len(chunk)
             raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
         return self.rfile.read(n) if n else b""
 
@@ -331,7 +348,43 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return cn, orgs + ["system:authenticated"]
         return ANONYMOUS
 
-    def forbidden(self, user, req):
+    def impersonate(self, user, groups):
+        """Impersonate-User / Impersonate-Group headers (kubectl --as,
+        --as-group): the caller needs the "impersonate" verb on users (or
+        serviceaccounts, for "system:serviceaccount:NS:NAME") and groups,
+        as kube-apiserver's impersonation filter checks, and the request then
+        runs as that user."""
+        as_user = self.headers.get("Impersonate-User")
+        as_groups = self.headers.get_all("Impersonate-Group") or []
+        if as_user is None:
+            if as_groups:
+                raise bad_request(f"requested {as_groups} without impersonating a user")
+            return user, groups
+        checks = []
+        new_groups = []
+        parts = as_user.split(":")
+        if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] and parts[2] and parts[3]:
+            checks.append(("serviceaccounts", parts[2], parts[3]))
+            if not as_groups:
+                new_groups = ["system:serviceaccounts", "system:serviceaccounts:" + parts[2]]
+        else:
+            checks.append(("users", None, as_user))
+        for g in as_groups:
+            checks.append(("groups", None, g))
+            new_groups.append(g)
+        if "system:masters" not in groups and self.state.rbac and self.state.authorizer is not None:
+            for resource, ns, name in checks:
+                ok, reason = self.state.authorizer.allowed(user, groups, "impersonate", "", resource, None, ns,
+                                                           name)
+                if not ok:
+                    req = Request()
+                    req.verb, req.resource, req.namespace, req.name = "impersonate", resource, ns, name
+                    raise self.forbidden(user, req, reason)
+        if as_user != ANONYMOUS[0] and not {"system:authenticated", "system:unauthenticated"} & set(new_groups):
+            new_groups.append("system:authenticated")
+        return as_user, new_groups
+
+    def forbidden(self, user, req, reason=""):
         rt = req.rt
         res = req.resource + (f"/{req.subresource}" if req.subresource else "")
         what = f'{rt.qualified() if rt else req.resource} "{req.name}"' if req.name else \
@@ -339,6 +392,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         scope = f'in the namespace "{req.namespace}"' if req.namespace else "at the cluster scope"
         msg = f'{what} is forbidden: User "{user}" cannot {req.verb} resource "{res}" in API group ' \
               f'"{req.group}" {scope}'
+        if reason:
+            msg += ": " + reason  # e.g. a binding's missing role, as kube-apiserver appends it
         details = {"kind": req.resource}
         if req.name:
             details = {"name": req.name, "kind": req.resource}
@@ -352,9 +407,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         az = self.state.authorizer
         if az is None:
             return
-        ok, _ = az.allowed(user, groups, req.verb, req.group, req.resource, req.subresource, req.namespace, req.name)
+        ok, reason = az.allowed(user, groups, req.verb, req.group, req.resource, req.subresource, req.namespace,
+                                req.name)
         if not ok:
-            raise self.forbidden(user, req)
+            raise self.forbidden(user, req, reason)
 
     def authorize_path(self, user, groups, path):
         if "system:masters" in groups or not self.state.rbac or path in PUBLIC_PATHS:
@@ -362,9 +418,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         az = self.state.authorizer
         if az is None:
             return
-        ok, _ = az.allowed_nonresource(user, groups, "get", path)
+        ok, reason = az.allowed_nonresource(user, groups, "get", path)
         if not ok:
-            raise ApiError(403, "Forbidden", f'forbidden: User "{user}" cannot get path "{path}"', {})
+            raise ApiError(403, "Forbidden", f'forbidden: User "{user}" cannot get path "{path}"' +
+                           (": " + reason if reason else ""), {})
 
     # --- dispatch -------------------------------------------------------------
 
@@ -374,7 +431,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = url.path.rstrip("/") or "/"
         try:
             raw = self.read_body()
-            user, groups = self.authenticate()
+            user, groups = self.impersonate(*self.authenticate())
             if path.startswith("/_admin/"):
                 if "system:masters" not in groups:
                     raise ApiError(403, "Forbidden", f'forbidden: User "{user}" cannot use the admin endpoint', {})
@@ -392,6 +449,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if err is not None:
                 raise err
             self.authorize(user, groups, req)
+            self.user, self.groups = user, groups
             self.resource(method, req, query, raw)
         except ApiError as e:
             self.send_error_status(e)
@@ -421,6 +479,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def nonresource(self, method, path, parts, user, groups):
         store = self.state.store
         self.state.count("get", None)
+        if method != "GET" and len(parts) > 2 and parts[0] in ("api", "apis"):
+            # a resource this server does not serve (e.g. batch/v1 jobs)
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         if method != "GET":
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         self.authorize_path(user, groups, path)
@@ -455,6 +516,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def resource(self, method, req, query, raw):
         store = self.state.store
         rt = req.rt
+        if rt.review:
+            if method != "POST" or req.name:
+                raise ApiError(405, "MethodNotAllowed",
+                               "the server does not allow this method on the requested resource")
+            return self.review(req, raw)
         if query.get("dryRun"):
             raise bad_request("dryRun is not supported by the gpuop API server stand-in")
         if rt.namespaced and req.name and req.namespace is None and rt.gr != ("", "namespaces"):
@@ -522,9 +588,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def check_target(self, req, obj):
         if not isinstance(obj, dict):
             raise bad_request("the request body must be a JSON object")
-        meta = obj.setdefault("metadata", {})
-        if not isinstance(meta, dict):
-            raise bad_request("metadata must be an object")
+        why = decode_errors(obj, req.rt.kind, typed_spec=req.rt.kind not in UNTYPED_SPEC and not req.rt.crd)
+        if why:
+            raise bad_request(why)
+        meta = obj.setdefault("metadata", None) or {}
+        obj["metadata"] = meta
         want = req.rt.api_version.split("/")[0] if req.rt.group else "v1"
         if obj.get("kind") and obj["kind"] != req.rt.kind:
             raise bad_request(f"the API version in the data ({obj.get('apiVersion')}) does not match the expected "
@@ -572,7 +640,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
                               f"({req.name})")
         meta["name"] = req.name
-        if req.rt.crd and not meta.get("resourceVersion"):
+        if (req.rt.crd or req.rt.gr in NO_UNCONDITIONAL_UPDATE) and not meta.get("resourceVersion"):
             raise invalid(req.rt, req.name, [("metadata.resourceVersion", "FieldValueInvalid",
                                               "Invalid value: 0x0: must be specified for an update")])
         if self.state.take_conflict(req.resource + (f"/{req.subresource}" if req.subresource else "")):
@@ -610,6 +678,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 raise ApiError(code, reason, str(e)) from None
             if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
                 raise ApiError(422, "Invalid", "the patched object must be a JSON object with metadata")
+            why = decode_errors(new, rt.kind, typed_spec=rt.kind not in UNTYPED_SPEC and not rt.crd)
+            if why:
+                raise ApiError(422, "Invalid", why)
             if new["metadata"].get("name") != req.name:
                 raise bad_request(f"the name of the object ({new['metadata'].get('name')}) does not match the "
                                   f"name on the URL ({req.name})")
@@ -708,6 +779,86 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                    f"healthy pods and has {healthy} currently"}]})
             raise err
 
+    # --- access and identity reviews (authorization.k8s.io, authentication.k8s.io) ---
+
+    def decide(self, user, groups, spec):
+        """(allowed, reason) of the authorizer chain for one access review
+        spec: system:masters (kube-apiserver's privileged-group authorizer,
+        no reason), then RBAC; with --no-rbac everything is allowed."""
+        st = self.state
+        if "system:masters" in groups or not st.rbac or st.authorizer is None:
+            return True, ""
+        ra = spec.get("resourceAttributes")
+        if ra is not None:
+            return st.authorizer.allowed(user, groups, ra.get("verb") or "", ra.get("group") or "",
+                                         ra.get("resource") or "", ra.get("subresource") or "",
+                                         ra.get("namespace") or "", ra.get("name") or "")
+        nra = spec.get("nonResourceAttributes") or {}
+        return st.authorizer.allowed_nonresource(user, groups, nra.get("verb") or "", nra.get("path") or "")
+
+    def review(self, req, raw):
+        """SelfSubjectAccessReview, SubjectAccessReview,
+        LocalSubjectAccessReview, SelfSubjectRulesReview and
+        SelfSubjectReview: evaluated for the caller (or the spec's user) and
+        answered 201 with a status, never stored, as kube-apiserver does."""
+        rt = req.rt
+        obj = self.check_target(req, self.body_json(raw))
+        spec = obj.get("spec")
+        if spec is None:
+            spec = {}
+        if not isinstance(spec, dict):
+            raise bad_request(f"{rt.kind}: spec must be an object, got {type(spec).__name__}")
+        for k in ("resourceAttributes", "nonResourceAttributes"):
+            if spec.get(k) is not None and not isinstance(spec[k], dict):
+                raise bad_request(f"{rt.kind}: spec.{k} must be an object")
+        user, groups = self.user, list(self.groups)
+        status = {}
+        if rt.resource in ("selfsubjectaccessreviews", "subjectaccessreviews", "localsubjectaccessreviews"):
+            errs = []
+            has_res, has_nonres = spec.get("resourceAttributes") is not None, \
+                spec.get("nonResourceAttributes") is not None
+            if has_res and has_nonres:
+                errs.append(("spec.nonResourceAttributes", "FieldValueInvalid",
+                             f"Invalid value: {json.dumps(spec['nonResourceAttributes'])}: cannot be specified in "
+                             "combination with resourceAttributes"))
+            if not has_res and not has_nonres:
+                errs.append(("spec.resourceAttributes", "FieldValueInvalid",
+                             'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes '
+                             "must be specified"))
+            if rt.resource != "selfsubjectaccessreviews":
+                if not spec.get("user") and not spec.get("groups"):
+                    errs.append(("spec.user", "FieldValueInvalid",
+                                 'Invalid value: "": at least one of user or group must be specified'))
+                user, groups = spec.get("user") or "", list(spec.get("groups") or [])
+            if errs:
+                raise invalid(rt, "", errs)
+            if rt.resource == "localsubjectaccessreviews":
+                if not has_res or (spec["resourceAttributes"].get("namespace") or "") != req.namespace:
+                    raise bad_request(f"spec.resourceAttributes.namespace must match namespace: {req.namespace}")
+            allowed, reason = self.decide(user, groups, spec)
+            status = {"allowed": allowed}
+            if reason:
+                status["reason"] = reason
+        elif rt.resource == "selfsubjectrulesreviews":
+            ns = spec.get("namespace") or ""
+            if "system:masters" in groups or not self.state.rbac or self.state.authorizer is None:
+                res, nonres, error = ([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                                      [{"verbs": ["*"], "nonResourceURLs": ["*"]}], "")
+            else:
+                res, nonres, error = self.state.authorizer.rules_for(user, groups, ns)
+            status = {"resourceRules": res, "nonResourceRules": nonres, "incomplete": False}
+            if error:
+                status["evaluationError"] = error
+        else:  # selfsubjectreviews: who the server thinks the caller is
+            status = {"userInfo": {"username": user, "groups": groups}}
+        meta = dict(obj.get("metadata") or {})
+        meta["creationTimestamp"] = None
+        out = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
+        if rt.resource != "selfsubjectreviews":
+            out["spec"] = spec
+        out["status"] = status
+        self.send_json(201, out)
+
     # --- watch ------------------------------------------------------------------
 
     def write_chunk(self, data):
@@ -726,10 +877,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         store = self.state.store
         rt = req.rt
         lreqs, freqs = self.selectors(req, query)
+        if req.name:
+            # a watch on an object's own path watches that object only
+            freqs = list(freqs) + [("metadata.name", "=", req.name)]
         try:
-            timeout = float(query.get("timeoutSeconds") or 1800)
+            # an int64 in ListOptions: "nan" or "1e9" must not become an endless watch
+            timeout = int(query.get("timeoutSeconds") or 1800)
         except ValueError:
-            raise bad_request("invalid timeoutSeconds") from None
+            raise bad_request(f"invalid timeoutSeconds: {query.get('timeoutSeconds')!r}: an integer number of "
+                              "seconds was expected") from None
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         send_initial = query.get("sendInitialEvents") == "true"
         rv_param = query.get("resourceVersion") or ""
@@ -921,6 +1077,11 @@ class Server(http.server.ThreadingHTTPServer):
 
     def finish_request(self, request, client_address):
         try:
+            # A response goes out as several TLS records (headers, body,
+            # chunks); with Nagle the later ones wait for the client's
+            # delayed ACK, ~40 ms a request.  kube-apiserver (Go) sets
+            # TCP_NODELAY too.
+            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             request = self.ssl_ctx.wrap_socket(request, server_side=True)
         except (ssl.SSLError, OSError):
             return

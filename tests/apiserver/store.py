@@ -12,8 +12,9 @@ Invariants that the server, the watch code and the controllers rely on:
   consistent object.  Public methods hand out copies.
 - metadata.generation starts at 1 and is bumped when anything outside
   metadata (and outside status, for types with a status subresource)
-  changes; an update that changes nothing commits nothing (no new
-  resourceVersion, no event), as in Kubernetes.
+  changes, and when a deletion sets deletionTimestamp; an update that
+  changes nothing commits nothing (no new resourceVersion, no event), as
+  in Kubernetes.
 - Deleting an object with finalizers only sets deletionTimestamp; it goes
   away on the update that empties metadata.finalizers.  propagationPolicy
   Foreground and Orphan add the foregroundDeletion / orphan finalizers
@@ -57,7 +58,9 @@ class ApiError(Exception):
 
     def status(self):
         st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-              "message": self.message, "reason": self.reason}
+              "message": self.message}
+        if self.reason:  # StatusReasonUnknown ("") is left out, as in Kubernetes
+            st["reason"] = self.reason
         if self.details:
             st["details"] = self.details
         st["code"] = self.code
@@ -79,6 +82,7 @@ class ResourceType:
         self.categories = list(categories)
         self.singular = kind.lower()
         self.crd = crd
+        self.review = False  # create-only, answered and never stored (discovery.REVIEWS)
         self.printer_columns = []
 
     @property
@@ -204,6 +208,71 @@ def _metadata_errors(obj):
     return errs
 
 
+def _json_type(v):
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(v), "null")
+
+
+# ObjectMeta's fields and the JSON types their Go types accept.
+_META_TYPES = {
+    "name": ("string", "string"), "generateName": ("string", "string"), "namespace": ("string", "string"),
+    "uid": ("string", "types.UID"), "resourceVersion": ("string", "string"),
+    "generation": ("number", "int64"), "deletionGracePeriodSeconds": ("number", "int64"),
+    "creationTimestamp": ("string", "v1.Time"), "deletionTimestamp": ("string", "v1.Time"),
+    "labels": ("object", "map[string]string"), "annotations": ("object", "map[string]string"),
+    "finalizers": ("array", "[]string"), "ownerReferences": ("array", "[]v1.OwnerReference"),
+}
+_OWNER_REF_TYPES = {"apiVersion": "string", "kind": "string", "name": "string", "uid": "string",
+                    "controller": "bool", "blockOwnerDeletion": "bool"}
+
+
+def decode_errors(obj, kind, typed_spec=True):
+    """What decoding the body into the Go type would reject: typeMeta and
+    ObjectMeta fields of the wrong JSON type, and (for built-in types) a spec
+    or status that is not an object.  Returns a message in the words of
+    encoding/json, or None."""
+    def bad(got, field, gotype):
+        return f"json: cannot unmarshal {got} into Go struct field {field} of type {gotype}"
+
+    for k in ("apiVersion", "kind"):
+        if obj.get(k) is not None and not isinstance(obj[k], str):
+            return bad(_json_type(obj[k]), f"TypeMeta.{k}", "string")
+    meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        return bad(_json_type(meta), f"{kind}.metadata", "v1.ObjectMeta")
+    for k, v in (meta or {}).items():
+        want = _META_TYPES.get(k)
+        if want is None or v is None:
+            continue
+        got = _json_type(v)
+        if got != want[0]:
+            return bad(got, f"ObjectMeta.metadata.{k}", want[1])
+        if k in ("labels", "annotations"):
+            for x in v.values():
+                if x is not None and not isinstance(x, str):
+                    return bad(_json_type(x), f"ObjectMeta.metadata.{k}", "string")
+        elif k == "finalizers":
+            for x in v:
+                if not isinstance(x, str):
+                    return bad(_json_type(x), "ObjectMeta.metadata.finalizers", "string")
+        elif k == "ownerReferences":
+            for ref in v:
+                if not isinstance(ref, dict):
+                    return bad(_json_type(ref), "ObjectMeta.metadata.ownerReferences", "v1.OwnerReference")
+                for rk, rv in ref.items():
+                    t = _OWNER_REF_TYPES.get(rk)
+                    if t and rv is not None and _json_type(rv) != t:
+                        return bad(_json_type(rv), f"OwnerReference.metadata.ownerReferences.{rk}", t)
+    if typed_spec:
+        for k in ("spec", "status"):
+            if obj.get(k) is not None and not isinstance(obj[k], dict):
+                return bad(_json_type(obj[k]), f"{kind}.{k}", f"v1.{kind}{k.capitalize()}")
+    return None
+
+
 class _Entry:
     __slots__ = ("obj", "raw")
 
@@ -260,6 +329,8 @@ class Store:
         if builtins:
             for (g, v, r, k, ns, st, short, subs, cats) in discovery.BUILTINS:
                 self.register(g, v, r, k, ns, st, short_names=short, subresources=subs, categories=cats)
+            for (g, v, r, k, ns) in discovery.REVIEWS:
+                self.register(g, v, r, k, ns, False).review = True
             for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
                 self.create(("", "namespaces"), {"metadata": {"name": name}})
 
@@ -471,6 +542,11 @@ class Store:
             self._prepare(rt, obj, None, errs)
             if errs:
                 raise invalid(rt, name, errs)
+            rv = meta.get("resourceVersion")
+            if isinstance(rv, str) and rv.isdigit() and int(rv) != 0:
+                # etcd3 store.Create; the registry passes the error on, so it
+                # is a 500 without a reason, as clients see it from Kubernetes
+                raise ApiError(500, "", "resourceVersion should not be set on objects to be created")
             if self._key(rt, meta.get("namespace"), name) in self._objs[rt.gr]:
                 raise already_exists(rt, name)
             for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
@@ -582,6 +658,10 @@ class Store:
                     return json.loads(cur.raw)
                 new = _clone(old)
                 new["metadata"]["finalizers"] = finalizers
+                if not old["metadata"].get("deletionTimestamp") and old["metadata"].get("generation"):
+                    # the registry bumps generation when it marks an object as
+                    # deleting, so controllers see a new generation to observe
+                    new["metadata"]["generation"] = old["metadata"]["generation"] + 1
                 new["metadata"].setdefault("deletionTimestamp", now())
                 new["metadata"].setdefault("deletionGracePeriodSeconds", 0)
                 entry = self._commit("MODIFIED", rt, new, old)

@@ -119,6 +119,34 @@ class StatusTest(Base):
                           "the name of the object (other) does not match the name on the URL (renamed)")
         self.assertStatus(self.api.request("POST", "/api/v1/namespaces/nope/configmaps", cm("x")), 404, "NotFound",
                           'namespaces "nope" not found')
+        # fields of the wrong JSON type fail decoding, in encoding/json's words (never a 500)
+        self.assertStatus(self.api.request("POST", CM, cm("typed", labels={"a": 1})), 400, "BadRequest",
+                          "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type "
+                          "string")
+        bad_pod = {"metadata": {"generateName": 5}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+        self.assertStatus(self.api.request("POST", "/api/v1/namespaces/default/pods", bad_pod), 400, "BadRequest",
+                          "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.generateName of "
+                          "type string")
+        self.assertStatus(self.api.request("POST", "/api/v1/nodes", {"metadata": {"name": "n"}, "spec": []}), 400,
+                          "BadRequest",
+                          "json: cannot unmarshal array into Go struct field Node.spec of type v1.NodeSpec")
+
+    def test_create_with_resource_version(self):
+        """An object read back and created again still carries its
+        resourceVersion: Kubernetes refuses it (a 500 without a reason)."""
+        obj = self.api.create(CM, cm("rv-set"))
+        obj["metadata"]["name"] = "rv-set-copy"
+        status, body = self.api.request("POST", CM, obj)
+        self.assertEqual((status, body["code"], body["message"]),
+                         (500, 500, "resourceVersion should not be set on objects to be created"))
+        self.assertNotIn("reason", body)
+        self.assertEqual(self.api.request("GET", CM + "/rv-set-copy")[0], 404)
+
+    def test_body_size_limit(self):
+        big = cm("big", data={"k": "x" * (3 * 1024 * 1024)})
+        self.assertStatus(self.api.request("POST", CM, big), 413, "RequestEntityTooLarge",
+                          "Request entity too large: limit is 3145728")
+        self.assertEqual(self.api.request("GET", CM + "/big")[0], 404)
 
     def test_authentication(self):
         self.assertStatus(self.api.request("GET", "/api/v1/nodes", token="wrong"), 401, "Unauthorized",
@@ -133,6 +161,8 @@ class StatusTest(Base):
         self.assertStatus(self.api.request("GET", "/apis/example.com/v1/widgets"), 404, "NotFound",
                           "the server could not find the requested resource")
         self.assertStatus(self.api.request("POST", "/api/v1/nodes/x/status", {}), 405, "MethodNotAllowed")
+        self.assertStatus(self.api.request("POST", "/apis/batch/v1/namespaces/default/jobs", {}), 404, "NotFound",
+                          "the server could not find the requested resource")
 
     def test_dry_run_is_refused_not_persisted(self):
         self.assertStatus(self.api.request("POST", CM + "?dryRun=All", cm("dry")), 400, "BadRequest")
@@ -178,6 +208,21 @@ class VersionAndGenerationTest(Base):
         self.assertEqual(d["status"]["expectedPods"], 3, "a main-resource PUT changed status")
         self.assertEqual(d["spec"]["minAvailable"], 4)
 
+    def test_lease_update_needs_resource_version(self):
+        """Lease's strategy refuses unconditional updates: a leader that
+        lost its lease cannot overwrite the new holder's blindly."""
+        path = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+        lease = self.api.create(path, {"metadata": {"name": "lead"}, "spec": {"holderIdentity": "a"}})
+        del lease["metadata"]["resourceVersion"]
+        lease["spec"]["holderIdentity"] = "b"
+        self.assertStatus(self.api.request("PUT", path + "/lead", lease), 422, "Invalid",
+                          'Lease.coordination.k8s.io "lead" is invalid: metadata.resourceVersion: Invalid value: '
+                          '0x0: must be specified for an update')
+        cmap = self.api.create(CM, cm("unconditional"))
+        del cmap["metadata"]["resourceVersion"]
+        cmap["data"] = {"k": "new"}
+        self.assertEqual(self.api.update(CM + "/unconditional", cmap)["data"], {"k": "new"}, "ConfigMaps allow it")
+
     def test_noop_update_keeps_resource_version(self):
         a = self.api.create(CM, cm("noop"))
         b = self.api.update(CM + "/noop", a)
@@ -216,6 +261,24 @@ class PatchTest(Base):
         out = self.api.patch(DS + "/smp", {"spec": {"template": {"spec": {"nodeSelector": {
             "$patch": "replace", "new": "sel"}}}}}, type="strategic")
         self.assertEqual(out["spec"]["template"]["spec"]["nodeSelector"], {"new": "sel"})
+
+    def test_strategic_retain_keys(self):
+        """kubectl apply sends $retainKeys for a Deployment's strategy (and
+        a volume's source): fields not named are cleared."""
+        path = "/apis/apps/v1/namespaces/default/deployments"
+        self.api.create(path, {"metadata": {"name": "rk"}, "spec": {
+            "selector": {"matchLabels": {"app": "rk"}},
+            "template": {"metadata": {"labels": {"app": "rk"}}, "spec": {
+                "containers": [{"name": "c", "image": "i"}],
+                "volumes": [{"name": "v", "hostPath": {"path": "/x"}}]}}}})
+        out = self.api.patch(path + "/rk", {"spec": {
+            "strategy": {"$retainKeys": ["type"], "type": "Recreate"},
+            "template": {"spec": {"volumes": [{"$retainKeys": ["emptyDir", "name"], "name": "v", "emptyDir": {}}]}}}},
+            type="strategic")
+        self.assertEqual(out["spec"]["strategy"], {"type": "Recreate"})
+        self.assertEqual(out["spec"]["template"]["spec"]["volumes"], [{"name": "v", "emptyDir": {}}])
+        self.assertStatus(self.api.request("PATCH", path + "/rk", {"spec": {"strategy": {"$retainKeys": "type"}}},
+                                           content_type="application/strategic-merge-patch+json"), 400, "BadRequest")
 
     def test_strategic_node_conditions_and_taints(self):
         self.api.create("/api/v1/nodes", {"metadata": {"name": "smp-node"},
@@ -416,6 +479,22 @@ class WatchTest(Base):
         self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in evs],
                          [("ADDED", "y"), ("DELETED", "x")])
 
+    def test_watch_on_an_object_path(self):
+        """GET .../configmaps/NAME?watch=true watches that object only."""
+        self.api.create("/api/v1/namespaces", {"metadata": {"name": "w4"}})
+        path = "/api/v1/namespaces/w4/configmaps"
+        rv = self.api.create(path, cm("other"))["metadata"]["resourceVersion"]
+        conn, resp = self.api.watch(path + "/mine", {"resourceVersion": rv})
+        try:
+            self.api.patch(path + "/other", {"data": {"k": "2"}})
+            self.api.create(path, cm("mine"))
+            evs = self.events(resp, 1)
+        finally:
+            conn.close()
+        self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in evs], [("ADDED", "mine")])
+        status, body = self.api.request("GET", path + "?watch=true&timeoutSeconds=nan")
+        self.assertEqual((status, body["reason"]), (400, "BadRequest"))
+
     def test_initial_state_without_resource_version(self):
         self.api.create("/api/v1/namespaces", {"metadata": {"name": "w2"}})
         path = "/api/v1/namespaces/w2/configmaps"
@@ -542,6 +621,7 @@ class FinalizerTest(Base):
         try:
             out = self.api.delete(path)
             self.assertIn("deletionTimestamp", out["metadata"])
+            self.assertEqual(out["metadata"]["generation"], 2, "marking an object as deleting bumps generation")
             still = self.api.get(path)
             self.assertEqual(still["metadata"]["finalizers"], ["example.com/keep"])
             self.assertIn("deletionTimestamp", still["metadata"])
@@ -714,7 +794,113 @@ class EvictionTest(Base):
         self.assertEqual(self.evict("pdb1")[0], 201)
 
 
+AUTHZ = "/apis/authorization.k8s.io/v1"
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+REVIEWER = "system:serviceaccount:gpuop:reviewer"
+REVIEWER_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:gpuop"]
+
+
+def ssar(**attrs):
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": attrs}
+
+
 class RbacTest(Base):
+    def grant_node_reader(self, name, subject):
+        self.api.create(RBAC + "/clusterroles", {"metadata": {"name": name}, "rules": [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]})
+        self.api.create(RBAC + "/clusterrolebindings", {
+            "metadata": {"name": name}, "subjects": [subject],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}})
+
+    def test_self_subject_access_review(self):
+        """What `kubectl auth can-i` asks: answered 201 for the caller by the
+        RBAC authorizer, never stored."""
+        self.api.add_token("t-reviewer", REVIEWER, REVIEWER_GROUPS)
+        list_nodes = ssar(resourceAttributes={"verb": "list", "resource": "nodes"})
+        rv = self.api.stats()["rv"]
+        status, body = self.api.request("POST", AUTHZ + "/selfsubjectaccessreviews", list_nodes, token="t-reviewer")
+        self.assertEqual(status, 201, body)
+        self.assertEqual((body["kind"], body["apiVersion"]), ("SelfSubjectAccessReview", "authorization.k8s.io/v1"))
+        self.assertEqual(body["spec"], list_nodes["spec"])
+        self.assertEqual(body["status"], {"allowed": False})
+        self.assertEqual(self.api.stats()["rv"], rv, "a review is not stored")
+        self.assertEqual(self.api.request("POST", AUTHZ + "/selfsubjectaccessreviews", list_nodes)[1]["status"],
+                         {"allowed": True}, "system:masters")
+        self.grant_node_reader("review-nodes", {"kind": "ServiceAccount", "name": "reviewer", "namespace": "gpuop"})
+        body = self.api.request("POST", AUTHZ + "/selfsubjectaccessreviews", list_nodes, token="t-reviewer")[1]
+        self.assertEqual(body["status"], {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding '
+                                          '"review-nodes" of ClusterRole "review-nodes" to ServiceAccount '
+                                          '"reviewer/gpuop"'})
+        watch = ssar(resourceAttributes={"verb": "watch", "resource": "nodes"})
+        self.assertFalse(self.api.request("POST", AUTHZ + "/selfsubjectaccessreviews", watch,
+                                          token="t-reviewer")[1]["status"]["allowed"])
+        version = ssar(nonResourceAttributes={"verb": "get", "path": "/version"})
+        self.assertTrue(self.api.request("POST", AUTHZ + "/selfsubjectaccessreviews", version,
+                                         token="t-reviewer")[1]["status"]["allowed"])
+        # exactly one kind of attributes, in Kubernetes' words
+        self.assertStatus(self.api.request("POST", AUTHZ + "/selfsubjectaccessreviews", ssar(), token="t-reviewer"),
+                          422, "Invalid", 'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: '
+                          'spec.resourceAttributes: Invalid value: "null": exactly one of nonResourceAttributes or '
+                          'resourceAttributes must be specified')
+        # create-only, and only for authenticated users (system:basic-user)
+        self.assertStatus(self.api.request("GET", AUTHZ + "/selfsubjectaccessreviews"), 405, "MethodNotAllowed")
+        self.assertStatus(self.api.request("POST", AUTHZ + "/selfsubjectaccessreviews", list_nodes, token=""),
+                          403, "Forbidden")
+        names = [r["name"] for r in self.api.get(AUTHZ)["resources"]]
+        self.assertIn("selfsubjectaccessreviews", names)
+
+    def test_subject_access_review_and_rules_review(self):
+        body = self.api.create(AUTHZ + "/subjectaccessreviews", {"spec": {
+            "user": "system:serviceaccount:gpuop:gpuop", "groups": REVIEWER_GROUPS,
+            "resourceAttributes": {"verb": "get", "resource": "configmaps", "namespace": "kube-system"}}})
+        self.assertEqual(body["status"], {"allowed": False})
+        self.assertStatus(self.api.request("POST", AUTHZ + "/subjectaccessreviews", {"spec": {
+            "resourceAttributes": {"verb": "get", "resource": "pods"}}}), 422, "Invalid",
+            'SubjectAccessReview.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least one '
+            'of user or group must be specified')
+        # asking about others needs the right to: a service account has not
+        self.assertStatus(self.api.request("POST", AUTHZ + "/subjectaccessreviews", {"spec": {
+            "user": "x", "resourceAttributes": {"verb": "get", "resource": "pods"}}}, token=sa_token(self.api)),
+            403, "Forbidden")
+        local = {"spec": {"user": "x", "resourceAttributes": {"verb": "get", "resource": "pods",
+                                                               "namespace": "default"}}}
+        self.assertStatus(self.api.request("POST", AUTHZ + "/namespaces/gpuop/localsubjectaccessreviews", local),
+                          400, "BadRequest", "spec.resourceAttributes.namespace must match namespace: gpuop")
+        rules = self.api.create(AUTHZ + "/selfsubjectrulesreviews", {"spec": {"namespace": "gpuop"}},
+                                token=sa_token(self.api))["status"]
+        self.assertFalse(rules["incomplete"])
+        self.assertIn({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+                       "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}, rules["resourceRules"])
+        self.assertIn("/version", [u for r in rules["nonResourceRules"] for u in r["nonResourceURLs"]])
+        who = self.api.create("/apis/authentication.k8s.io/v1/selfsubjectreviews", {}, token=sa_token(self.api))
+        self.assertEqual(who["status"]["userInfo"]["username"], "system:serviceaccount:gpuop:gpuop")
+
+    def test_impersonation(self):
+        as_sa = {"Impersonate-User": "system:serviceaccount:gpuop:gpuop"}
+        body = self.assertStatus(self.api.request("GET", "/api/v1/nodes", headers=as_sa), 403, "Forbidden")
+        self.assertIn('User "system:serviceaccount:gpuop:gpuop" cannot list', body["message"])
+        self.api.add_token("t-plain", "plain")
+        self.assertStatus(self.api.request("GET", "/api/v1/nodes", headers={"Impersonate-User": "boss"},
+                                           token="t-plain"), 403, "Forbidden",
+                          'users "boss" is forbidden: User "plain" cannot impersonate resource "users" in API group '
+                          '"" at the cluster scope')
+        self.assertStatus(self.api.request("GET", "/api/v1/nodes", headers={"Impersonate-Group": "system:masters"},
+                                           token="t-plain"), 400, "BadRequest")
+        me = self.api.create("/apis/authentication.k8s.io/v1/selfsubjectreviews", {},
+                             headers={"Impersonate-User": "jane", "Impersonate-Group": "devs"})
+        self.assertEqual(me["status"]["userInfo"], {"username": "jane", "groups": ["devs", "system:authenticated"]})
+
+    def test_forbidden_message_names_a_missing_role(self):
+        """kube-apiserver appends the authorizer's reason to the 403: a
+        binding to a role that does not exist says so."""
+        self.api.add_token("t-broken", "broken-user")
+        self.api.create(RBAC + "/clusterrolebindings", {
+            "metadata": {"name": "broken"}, "subjects": [{"kind": "User", "name": "broken-user"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "no-such-role"}})
+        self.assertStatus(self.api.request("GET", "/api/v1/nodes", token="t-broken"), 403, "Forbidden",
+                          'nodes is forbidden: User "broken-user" cannot list resource "nodes" in API group "" at the '
+                          'cluster scope: RBAC: clusterrole.rbac.authorization.k8s.io "no-such-role" not found')
+
     def test_service_account_rights_follow_roles(self):
         token = sa_token(self.api)
         user = "system:serviceaccount:gpuop:gpuop"

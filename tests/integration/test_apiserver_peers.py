@@ -174,6 +174,50 @@ class KubectlTest(unittest.TestCase):
         self.assertIn('The ClusterPolicy "cluster-policy" is invalid: spec.driver.enabled: Invalid value: '
                       '"string": spec.driver.enabled in body must be of type boolean: "string"', r.stderr)
 
+    def test_auth_can_i_and_whoami(self):
+        """kubectl auth can-i / whoami send SelfSubjectAccessReview,
+        SelfSubjectRulesReview and SelfSubjectReview (as protobuf) and
+        impersonate with --as."""
+        with open(os.path.join(self.api.sa_dir, "token")) as f:
+            token = f.read().strip()
+        sa = "system:serviceaccount:gpuop:gpuop"
+        r = self.k("auth", "can-i", "list", "nodes")
+        self.assertEqual((r.returncode, r.stdout), (0, "yes\n"))
+        r = self.k("--token", token, "auth", "can-i", "list", "nodes", check=False)
+        self.assertEqual((r.returncode, r.stdout), (1, "no\n"))
+        r = self.k("auth", "can-i", "list", "nodes", "--as", sa, check=False)
+        self.assertEqual((r.returncode, r.stdout), (1, "no\n"))
+        self.k("create", "clusterrole", "can-i-nodes", "--verb=list,watch", "--resource=nodes")
+        self.k("create", "clusterrolebinding", "can-i-nodes", "--clusterrole=can-i-nodes",
+               "--serviceaccount=gpuop:gpuop")
+        self.assertEqual(self.k("--token", token, "auth", "can-i", "list", "nodes").stdout, "yes\n")
+        self.assertEqual(self.k("auth", "can-i", "watch", "nodes", "--as", sa).stdout, "yes\n")
+        r = self.k("auth", "can-i", "delete", "nodes", "--as", sa, check=False)
+        self.assertEqual((r.returncode, r.stdout), (1, "no\n"))
+        rows = [ln.split() for ln in self.k("--token", token, "auth", "can-i", "--list", "-n", "gpuop").stdout
+                .splitlines()]
+        self.assertIn(["nodes", "[]", "[]", "[list", "watch]"], rows)
+        out = self.k("--token", token, "auth", "whoami", "-o", "json").stdout
+        self.assertEqual(json.loads(out)["status"]["userInfo"]["username"], sa)
+
+    def test_apply_deployment_strategy_change(self):
+        """The server defaults strategy to RollingUpdate with rollingUpdate
+        set; a later apply of type Recreate must clear the defaulted
+        rollingUpdate, which kubectl leaves to the server ($retainKeys)."""
+        dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "strat", "namespace": "default"},
+               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "strat"}},
+                        "template": {"metadata": {"labels": {"app": "strat"}},
+                                     "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+        path = self.write("dep.json", json.dumps(dep))
+        self.k("apply", "-f", path)
+        got = json.loads(self.k("get", "deployment", "strat", "-o", "json").stdout)
+        self.assertIn("rollingUpdate", got["spec"]["strategy"])
+        dep["spec"]["strategy"] = {"type": "Recreate"}
+        self.write("dep.json", json.dumps(dep))
+        self.assertIn("deployment.apps/strat configured", self.k("apply", "-f", path).stdout)
+        got = json.loads(self.k("get", "deployment", "strat", "-o", "json").stdout)
+        self.assertEqual(got["spec"]["strategy"], {"type": "Recreate"})
+
     def test_forbidden_message(self):
         with open(os.path.join(self.api.sa_dir, "token")) as f:
             token = f.read().strip()
