@@ -7,8 +7,8 @@ Starts the API server stand-in with N GPU nodes (default 5,000; ~11 KB of
 JSON each, 88 labels, like a GFD-labelled node), then measures in the same
 run:
   - gpuop: tests/tools/kubeinformer --resource nodes --until-synced (LIST in
-    pages of 500, every node projected into the compact cache of
-    kube/objects.h); the informer's own sync time, the process's wall time
+    the informer's pages of 250, each page decoded item by item, every node
+    projected into the compact cache of kube/objects.h); the informer's own sync time, the process's wall time
     and its peak RSS (VmHWM), median of --runs (default 3).  Also one run
     with a selector that matches nothing: the client's fixed cost (libcurl,
     OpenSSL), so the cache's own share can be read off.

@@ -47,6 +47,15 @@
 /* Error bodies of streams are read whole up to this much. */
 #define STREAM_ERR_BODY_MAX (1u << 20)
 
+/* A pooled easy handle and the multi handle it runs in.  The transfer runs
+ * through the multi so that it can wait on a stop switch as well as on its
+ * socket; the multi's connection cache keeps the handle's connection alive
+ * between requests, as curl_easy_perform's hidden multi would. */
+struct conn {
+	CURL *h;
+	CURLM *m;
+};
+
 struct kube_client {
 	struct kube_config cfg;
 	double qps;
@@ -59,7 +68,7 @@ struct kube_client {
 	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
 	pthread_mutex_t pool_lock;
-	CURL *pool[POOL_MAX];
+	struct conn pool[POOL_MAX];
 	int pool_n;
 
 	/* Token bucket: `tokens` may go negative; each caller reserves its
@@ -86,13 +95,38 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void sleep_ms(double ms)
+/* The stop switch of the long-running caller on this thread (informer,
+ * leader election): requests made here give up when it is triggered. */
+static _Thread_local struct kube_stop *thread_stop;
+
+struct kube_stop *kube_thread_stop(struct kube_stop *s)
 {
-	if (ms <= 0)
-		return;
-	struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(fmod(ms, 1000.0) * 1e6)};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	struct kube_stop *prev = thread_stop;
+	thread_stop = s;
+	return prev;
+}
+
+/* Sleep ms, waking at once when stop (may be NULL) is triggered.  Returns
+ * true when stopped. */
+static bool sleep_ms(struct kube_stop *stop, double ms)
+{
+	uint64_t end = mono_ns() + (uint64_t)(ms > 0 ? ms * 1e6 : 0);
+	for (;;) {
+		if (kube_stop_requested(stop))
+			return true;
+		uint64_t now = mono_ns();
+		if (now >= end)
+			return false;
+		uint64_t left_ms = (end - now + 999999) / 1000000;
+		if (stop && stop->wake_fd >= 0) {
+			struct pollfd p = {.fd = stop->wake_fd, .events = POLLIN};
+			(void)poll(&p, 1, left_ms > 1000 ? 1000 : (int)left_ms);
+		} else {
+			struct timespec ts = {.tv_sec = (time_t)((end - now) / 1000000000ull),
+					      .tv_nsec = (long)((end - now) % 1000000000ull)};
+			nanosleep(&ts, NULL);
+		}
+	}
 }
 
 static double rand_unit(void)
@@ -101,6 +135,16 @@ static double rand_unit(void)
 	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
 		r = (uint32_t)mono_ns();
 	return (double)r / 4294967296.0;
+}
+
+static void conn_close(struct conn *k)
+{
+	if (k->h)
+		curl_easy_cleanup(k->h);
+	if (k->m)
+		curl_multi_cleanup(k->m);
+	k->h = NULL;
+	k->m = NULL;
 }
 
 /* ------------------------------------------------------------ kube_stop */
@@ -248,7 +292,7 @@ void kube_client_free(struct kube_client *c)
 	if (!c)
 		return;
 	for (int i = 0; i < c->pool_n; i++)
-		curl_easy_cleanup(c->pool[i]);
+		conn_close(&c->pool[i]);
 	if (c->share)
 		curl_share_cleanup(c->share);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
@@ -287,8 +331,9 @@ static void count(struct kube_client *c, unsigned long requests, unsigned long r
 	pthread_mutex_unlock(&c->stats_lock);
 }
 
-/* Take one token, sleeping until it is due. */
-static void throttle(struct kube_client *c)
+/* Take one token, sleeping until it is due.  Returns true when stop was
+ * triggered during the wait (the token stays spent: the bucket refills). */
+static bool throttle(struct kube_client *c, struct kube_stop *stop)
 {
 	pthread_mutex_lock(&c->bucket_lock);
 	uint64_t now = mono_ns();
@@ -300,9 +345,10 @@ static void throttle(struct kube_client *c)
 	double wait_ms = c->tokens < 0 ? -c->tokens / c->qps * 1000.0 : 0;
 	pthread_mutex_unlock(&c->bucket_lock);
 	if (wait_ms > 0) {
-		sleep_ms(wait_ms);
 		count(c, 0, 0, wait_ms);
+		return sleep_ms(stop, wait_ms);
 	}
+	return kube_stop_requested(stop);
 }
 
 /* ---------------------------------------------------------------- token */
@@ -387,30 +433,86 @@ out:
 
 /* ----------------------------------------------------------- easy handles */
 
-static CURL *handle_get(struct kube_client *c)
+/* A handle from the pool, or a new one; false on ENOMEM. */
+static bool conn_get(struct kube_client *c, struct conn *k)
 {
-	CURL *h = NULL;
+	bool found = false;
 	pthread_mutex_lock(&c->pool_lock);
-	if (c->pool_n > 0)
-		h = c->pool[--c->pool_n];
-	pthread_mutex_unlock(&c->pool_lock);
-	if (!h)
-		h = curl_easy_init();
-	return h;
-}
-
-static void handle_put(struct kube_client *c, CURL *h)
-{
-	if (!h)
-		return;
-	pthread_mutex_lock(&c->pool_lock);
-	if (c->pool_n < POOL_MAX) {
-		c->pool[c->pool_n++] = h;
-		h = NULL;
+	if (c->pool_n > 0) {
+		*k = c->pool[--c->pool_n];
+		found = true;
 	}
 	pthread_mutex_unlock(&c->pool_lock);
-	if (h)
-		curl_easy_cleanup(h);
+	if (found)
+		return true;
+	k->h = curl_easy_init();
+	k->m = curl_multi_init();
+	if (!k->h || !k->m) {
+		conn_close(k);
+		return false;
+	}
+	return true;
+}
+
+static void conn_put(struct kube_client *c, struct conn *k)
+{
+	bool kept = false;
+	pthread_mutex_lock(&c->pool_lock);
+	if (c->pool_n < POOL_MAX) {
+		c->pool[c->pool_n++] = *k;
+		kept = true;
+	}
+	pthread_mutex_unlock(&c->pool_lock);
+	if (!kept)
+		conn_close(k);
+	k->h = NULL;
+	k->m = NULL;
+}
+
+/* Run the transfer set up on k->h to its end, or until stop is triggered
+ * (*stopped; the transfer is abandoned and its connection closed).  The
+ * wait is on the transfer's sockets and the stop eventfd together, so a
+ * stop ends a request in flight at once, however slow the server. */
+static CURLcode perform(struct conn *k, struct kube_stop *stop, bool *stopped, char *errbuf)
+{
+	*stopped = false;
+	CURLMcode mc = curl_multi_add_handle(k->m, k->h);
+	CURLcode rc = CURLE_OK;
+	bool done = false;
+	while (mc == CURLM_OK) {
+		int running = 0;
+		mc = curl_multi_perform(k->m, &running);
+		if (mc != CURLM_OK)
+			break;
+		int left;
+		CURLMsg *msg;
+		while ((msg = curl_multi_info_read(k->m, &left))) {
+			if (msg->msg == CURLMSG_DONE && msg->easy_handle == k->h) {
+				rc = msg->data.result;
+				done = true;
+			}
+		}
+		if (done)
+			break;
+		if (!running) { /* no transfer and no result: should not happen */
+			rc = CURLE_GOT_NOTHING;
+			done = true;
+			break;
+		}
+		if (kube_stop_requested(stop)) {
+			*stopped = true;
+			break;
+		}
+		struct curl_waitfd wfd = {.fd = stop ? stop->wake_fd : -1, .events = CURL_WAIT_POLLIN};
+		/* libcurl shortens the wait to its own next timeout. */
+		mc = curl_multi_poll(k->m, &wfd, wfd.fd >= 0 ? 1 : 0, 1000, NULL);
+	}
+	curl_multi_remove_handle(k->m, k->h);
+	if (!done && !*stopped) {
+		snprintf(errbuf, CURL_ERROR_SIZE, "%s", curl_multi_strerror(mc));
+		rc = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+	}
+	return rc;
 }
 
 struct xfer {
@@ -427,28 +529,111 @@ struct xfer {
 	uint64_t last_data_ns;
 };
 
+static const char *const month_names[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+
+/* n decimal digits at *p into *v; false unless all are digits. */
+static bool take_digits(const char **p, const char *end, int n, int *v)
+{
+	*v = 0;
+	for (int i = 0; i < n; i++, (*p)++) {
+		if (*p >= end || **p < '0' || **p > '9')
+			return false;
+		*v = *v * 10 + (**p - '0');
+	}
+	return true;
+}
+
+static bool take_char(const char **p, const char *end, char ch)
+{
+	if (*p >= end || **p != ch)
+		return false;
+	(*p)++;
+	return true;
+}
+
+/* An HTTP date in the IMF-fixdate form every server sends today,
+ * "Sun, 06 Nov 1994 08:49:37 GMT" (RFC 9110 5.6.7).  The obsolete RFC 850
+ * and asctime forms are not read: backoff covers them. */
+int kube_parse_http_date(const char *p, size_t len, time_t *out)
+{
+	const char *end = p + len;
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n'))
+		end--;
+	if (end - p != 29 || p[3] != ',' || p[4] != ' ')
+		return -1;
+	p += 5;
+	struct tm tm = {0};
+	int day, year, hh, mm, ss, mon = -1;
+	if (!take_digits(&p, end, 2, &day) || !take_char(&p, end, ' '))
+		return -1;
+	for (int i = 0; i < 12; i++)
+		if (memcmp(p, month_names[i], 3) == 0)
+			mon = i;
+	p += 3;
+	if (mon < 0 || !take_char(&p, end, ' ') || !take_digits(&p, end, 4, &year) || !take_char(&p, end, ' ') ||
+	    !take_digits(&p, end, 2, &hh) || !take_char(&p, end, ':') || !take_digits(&p, end, 2, &mm) ||
+	    !take_char(&p, end, ':') || !take_digits(&p, end, 2, &ss) || memcmp(p, " GMT", 4) != 0)
+		return -1;
+	if (day < 1 || day > 31 || hh > 23 || mm > 59 || ss > 60 || year < 1970)
+		return -1;
+	tm.tm_mday = day;
+	tm.tm_mon = mon;
+	tm.tm_year = year - 1900;
+	tm.tm_hour = hh;
+	tm.tm_min = mm;
+	tm.tm_sec = ss;
+	time_t t = timegm(&tm);
+	if (t == (time_t)-1)
+		return -1;
+	*out = t;
+	return 0;
+}
+
+/* Retry-After (RFC 9110 10.2.3): delay-seconds or an HTTP date.  Returns
+ * the seconds to wait (a date in the past: 0), or -1 when unreadable. */
+double kube_parse_retry_after(const char *p, size_t len, time_t now)
+{
+	const char *end = p + len;
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n'))
+		end--;
+	if (p == end)
+		return -1;
+	if (*p >= '0' && *p <= '9') {
+		double v = 0;
+		for (; p < end; p++) {
+			if (*p < '0' || *p > '9')
+				return -1;
+			if (v < 1e9)
+				v = v * 10 + (*p - '0');
+		}
+		return v;
+	}
+	time_t t;
+	if (kube_parse_http_date(p, (size_t)(end - p), &t) < 0)
+		return -1;
+	return t > now ? (double)(t - now) : 0;
+}
+
 static size_t on_header(char *data, size_t size, size_t n, void *ud)
 {
 	struct xfer *x = ud;
 	size_t len = size * n;
 	static const char name[] = "retry-after:";
 	if (len > sizeof(name) - 1 && strncasecmp(data, name, sizeof(name) - 1) == 0) {
-		/* Only the delta-seconds form; an HTTP date falls back to backoff. */
-		const char *p = data + sizeof(name) - 1;
-		const char *end = data + len;
-		while (p < end && (*p == ' ' || *p == '\t'))
-			p++;
-		double v = 0;
-		bool digits = false;
-		while (p < end && *p >= '0' && *p <= '9' && v < 1e6) {
-			v = v * 10 + (*p++ - '0');
-			digits = true;
-		}
-		if (digits && x->resp)
+		double v = kube_parse_retry_after(data + sizeof(name) - 1, len - (sizeof(name) - 1), time(NULL));
+		if (v >= 0 && x->resp) {
 			x->resp->retry_after = v;
+			x->resp->has_retry_after = true;
+		}
 	} else if (len >= 5 && strncmp(data, "HTTP/", 5) == 0 && x->resp) {
 		/* A new response (after 100 Continue): forget the last one's headers. */
 		x->resp->retry_after = 0;
+		x->resp->has_retry_after = false;
 	}
 	return len;
 }
@@ -569,9 +754,10 @@ static int transport_error(struct kube_client *c, CURLcode rc, const char *errbu
 	}
 }
 
-/* Failures after which the request may be sent again.  A request whose
- * bytes may have reached the server is only resent when it is a GET. */
-static bool retryable_transport(CURLcode rc, bool idempotent)
+/* Failures after which the request may be sent again: one that never left
+ * (refused, no address) always; one whose bytes may have reached the
+ * server only when it is a GET, as client-go does. */
+static bool retryable_transport(CURLcode rc, bool is_get)
 {
 	switch (rc) {
 	case CURLE_COULDNT_CONNECT:
@@ -584,17 +770,44 @@ static bool retryable_transport(CURLcode rc, bool idempotent)
 	case CURLE_HTTP2_STREAM:
 	case CURLE_PARTIAL_FILE:
 	case CURLE_OPERATION_TIMEDOUT:
-		return idempotent;
+		return is_get;
 	default:
 		return false;
 	}
 }
 
-static bool retryable_status(long status, const struct kube_request_opts *ro)
+/* Methods whose repetition cannot apply a change twice: GET reads; a PUT
+ * replaces the whole object (and carries the resourceVersion it read, so a
+ * repeat of one that was applied gets 409); a DELETE of a deleted object
+ * is 404.  A POST creates (or evicts, or records an event) again, and a
+ * PATCH such as a JSON-patch "add" or a counter applies again. */
+static bool repeatable_method(const char *method)
+{
+	static const char *const repeatable[] = {"GET", "PUT", "DELETE"};
+	for (size_t i = 0; i < ARRAY_SIZE(repeatable); i++)
+		if (strcmp(method, repeatable[i]) == 0)
+			return true;
+	return false;
+}
+
+/* 429 means the request was turned away before it was handled (API
+ * priority and fairness, max-inflight), so any verb may be sent again.  A
+ * 5xx may come after the change was made: POST and PATCH are only sent
+ * again when the server asked for it with Retry-After, client-go's rule;
+ * GET, PUT and DELETE are.  501 means never. */
+static bool retryable_status(long status, bool repeatable, bool has_retry_after, const struct kube_request_opts *ro)
 {
 	if (status == 429)
 		return !(ro && ro->no_retry_429);
-	return status >= 500 && status != 501 && status <= 599;
+	if (status < 500 || status > 599 || status == 501)
+		return false;
+	return repeatable || has_retry_after;
+}
+
+static int stopped_error(struct kube_client *c, const char *method, const char *path, struct gpuop_error *err)
+{
+	return error_set(err, GPUOP_ERR_GENERIC, ECANCELED, "%s %s%s: stopped before an answer came", method,
+			 c->cfg.server, path);
 }
 
 static double backoff_ms(int attempt)
@@ -622,22 +835,27 @@ int kube_request_ex(struct kube_client *c, const char *method, const char *path,
 		return error_errno(err, ENOMEM, "%s %s", method, path);
 	int max_retries = ro && ro->no_retry ? 0 : c->max_retries;
 	long timeout_ms = ro && ro->timeout_ms > 0 ? ro->timeout_ms : c->timeout_ms;
-	bool idempotent = strcmp(method, "GET") == 0;
+	bool is_get = strcmp(method, "GET") == 0;
+	bool repeatable = repeatable_method(method);
 	bool force_token = false, reauthed = false;
+	struct kube_stop *stop = thread_stop;
 
 	for (int attempt = 0;; attempt++) {
-		throttle(c);
-		CURL *h = handle_get(c);
-		if (!h)
+		if (throttle(c, stop))
+			return stopped_error(c, method, path, err);
+		struct conn k;
+		if (!conn_get(c, &k))
 			return error_errno(err, ENOMEM, "%s %s", method, path);
+		CURL *h = k.h;
 		__attribute__((cleanup(hdr_free))) struct curl_slist *hdrs = NULL;
 		char errbuf[CURL_ERROR_SIZE] = "";
 		struct xfer x = {.resp = resp};
 		buf_reset(&resp->body);
 		resp->retry_after = 0;
+		resp->has_retry_after = false;
 		resp->status = 0;
 		if (setup_handle(c, h, url, &hdrs, force_token, err) < 0) {
-			handle_put(c, h);
+			conn_put(c, &k);
 			return -1;
 		}
 		if (content_type) {
@@ -654,31 +872,35 @@ int kube_request_ex(struct kube_client *c, const char *method, const char *path,
 		curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
 		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 		curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
-		if (strcmp(method, "GET") != 0)
+		if (!is_get)
 			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 		if (body) {
 			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
 			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 		}
-		CURLcode rc = curl_easy_perform(h);
+		bool stopped;
+		CURLcode rc = perform(&k, stop, &stopped, errbuf);
 		long status = 0;
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 		/* Drop the borrowed pointers before the handle goes back. */
 		curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-		handle_put(c, h);
+		conn_put(c, &k);
 		count(c, 1, attempt > 0 ? 1 : 0, 0);
+		if (stopped)
+			return stopped_error(c, method, path, err);
 
 		if (rc != CURLE_OK) {
 			if (x.too_big)
 				return error_set(err, GPUOP_ERR_GENERIC, E2BIG,
 						 "%s %s%s: response larger than %u MiB", method, c->cfg.server, path,
 						 KUBE_MAX_BODY >> 20);
-			if (attempt < max_retries && retryable_transport(rc, idempotent)) {
+			if (attempt < max_retries && retryable_transport(rc, is_get)) {
 				double d = backoff_ms(attempt);
 				log_debug("kube", "retrying after a transport error", "path", path, "error",
 					  errbuf[0] ? errbuf : curl_easy_strerror(rc), NULL);
-				sleep_ms(d);
+				if (sleep_ms(stop, d))
+					return stopped_error(c, method, path, err);
 				continue;
 			}
 			return transport_error(c, rc, errbuf, method, path, timeout_ms, err);
@@ -692,13 +914,14 @@ int kube_request_ex(struct kube_client *c, const char *method, const char *path,
 			attempt--;
 			continue;
 		}
-		if (attempt < max_retries && retryable_status(status, ro)) {
-			double d = resp->retry_after > 0 ? fmin(resp->retry_after, RETRY_AFTER_CAP_S) * 1000.0
+		if (attempt < max_retries && retryable_status(status, repeatable, resp->has_retry_after, ro)) {
+			double d = resp->has_retry_after ? fmin(resp->retry_after, RETRY_AFTER_CAP_S) * 1000.0
 							 : backoff_ms(attempt);
 			char st[16];
 			snprintf(st, sizeof(st), "%ld", status);
 			log_debug("kube", "retrying", "method", method, "path", path, "status", st, NULL);
-			sleep_ms(d);
+			if (sleep_ms(stop, d))
+				return stopped_error(c, method, path, err);
 			continue;
 		}
 		return 0;
@@ -759,9 +982,10 @@ int kube_stream(struct kube_client *c, const char *path,
 	_cleanup_free_ char *url = NULL;
 	if (asprintf(&url, "%s%s", c->cfg.server, path) < 0)
 		return error_errno(err, ENOMEM, "watch %s", path);
-	if (kube_stop_requested(stop))
+	if (!stop)
+		stop = thread_stop;
+	if (throttle(c, stop))
 		return 0;
-	throttle(c);
 	count(c, 1, 0, 0);
 
 	/* A watch lives for minutes on its own connection: a fresh handle and

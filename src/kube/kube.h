@@ -20,7 +20,8 @@
  *   curl easy handle from a small pool (connections are reused, HTTP/2 is
  *   used when the server offers it over TLS).
  * - Long-running calls (watch, informers, leader election) stop when the
- *   `struct kube_stop` they were given is triggered, within ~100 ms.
+ *   `struct kube_stop` they were given is triggered, within ~100 ms, a
+ *   request in flight or in its retry sleeps included.
  */
 #ifndef GPUOP_KUBE_KUBE_H
 #define GPUOP_KUBE_KUBE_H
@@ -87,7 +88,10 @@ struct kube_client_opts {
 	double qps;          /* client-side rate limit; 0: 20 (heavier than client-go's 5: we batch) */
 	int burst;           /* 0: 30 */
 	long timeout_ms;     /* per request, not watches; 0: 30000 */
-	int max_retries;     /* on 429, 5xx and connection errors; 0: 5; -1: none */
+	/* Retries on 429 (any verb), 5xx but 501 (GET, PUT, DELETE; POST and
+	 * PATCH only when the server sent Retry-After, as client-go), and
+	 * connection failures; 0: 5; -1: none. */
+	int max_retries;
 	const char *user_agent; /* NULL: "gpuop/<version>" */
 };
 
@@ -153,7 +157,8 @@ struct kube_list_opts {
 };
 
 /* Every page, following `continue`.  Each item is handed to fn (borrowed;
- * fn returns 0 to go on, negative to stop with that error).  rv_out (may be
+ * fn returns 0 to go on, negative to stop with that error).  Items are
+ * decoded one at a time, so a page never exists as one JSON tree.  rv_out (may be
  * NULL) gets the list's resourceVersion, the point a watch resumes from.
  * A continue token that expired (410) restarts the list from the top. */
 int kube_list_each(struct kube_client *c, const struct kube_resource *res, const char *ns,
@@ -205,6 +210,13 @@ int kube_evict(struct kube_client *c, const char *ns, const char *pod, struct gp
  * API: its kind, name, namespace, uid are used).  type "Normal"/"Warning". */
 int kube_event(struct kube_client *c, json_t *involved, const char *type, const char *reason,
 	       const char *message, const char *component, struct gpuop_error *err);
+
+/* GET a body that is not JSON (pods/log: text/plain), appended to out
+ * (struct buf, base/buf.h; its cap is the limit).  path includes the query
+ * string, e.g. "/api/v1/namespaces/NS/pods/NAME/log?container=C&tailLines=N";
+ * segments are the caller's to encode (kube_path).  Errors as for kube_get. */
+struct buf;
+int kube_get_text(struct kube_client *c, const char *path, struct buf *out, struct gpuop_error *err);
 
 static inline bool kube_is_not_found(const struct gpuop_error *err)
 {

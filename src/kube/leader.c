@@ -50,6 +50,11 @@ struct elector {
 	bool observed_any;
 	char reported_leader[256];
 	bool leading;
+	bool releasing;
+	/* While leading: when we must stop unless a renewal succeeds first
+	 * (monotonic ms; the last successful renewal's send time + renew
+	 * deadline). */
+	uint64_t deadline;
 };
 
 static uint64_t mono_ms(void)
@@ -135,10 +140,19 @@ static int request(struct elector *e, const char *method, const char *path, json
 	if (body && !text)
 		return error_errno(err, ENOMEM, "lease %s", e->what);
 	/* One attempt, bounded by the renew deadline: the election loop is the
-	 * retry, and a renewal must not outlive the deadline in backoff. */
-	const struct kube_request_opts ro = {.no_retry = true,
-					     .timeout_ms = e->renew_deadline_ms > 1000 ? e->renew_deadline_ms / 2
-										       : 500};
+	 * retry, and a renewal must not outlive the deadline in backoff.  A
+	 * leader's request also ends by its deadline: an answer after it
+	 * comes too late to keep leading. */
+	long timeout_ms = e->renew_deadline_ms > 1000 ? e->renew_deadline_ms / 2 : 500;
+	if (e->leading && !e->releasing) {
+		uint64_t now = mono_ms();
+		if (now >= e->deadline)
+			return error_set(err, GPUOP_ERR_GENERIC, ETIMEDOUT, "lease %s: the renew deadline has passed",
+					 e->what);
+		if (e->deadline - now < (uint64_t)timeout_ms)
+			timeout_ms = (long)(e->deadline - now);
+	}
+	const struct kube_request_opts ro = {.no_retry = true, .timeout_ms = timeout_ms};
 	struct kube_response r;
 	int rc = kube_request_ex(e->c, method, path, text ? "application/json" : NULL, text, text ? strlen(text) : 0,
 				 &ro, &r, err);
@@ -247,6 +261,7 @@ static int release_lease(struct elector *e, struct gpuop_error *err)
 static void release(struct elector *e)
 {
 	struct gpuop_error err;
+	e->releasing = true;
 	if (release_lease(e, &err) < 0)
 		log_warn("leader", "could not release the lease; a successor waits for it to expire", "error",
 			 err.msg, NULL);
@@ -309,20 +324,26 @@ int kube_leader_run(struct kube_client *c, const struct kube_leader_opts *opts, 
 		return -1;
 	}
 
-	uint64_t last_ok = 0;
+	/* A renewal or takeover in flight ends at once on stop; the release
+	 * below runs without it, since it must still reach the server. */
+	struct kube_stop *prev_stop = kube_thread_stop(stop);
 	while (!kube_stop_requested(stop)) {
 		struct gpuop_error e2;
+		/* A renewal counts from when it was sent: the server may have
+		 * written it any time after, and others time the lease from
+		 * when they see that write. */
+		uint64_t sent = mono_ms();
 		int r = try_acquire_or_renew(e, &e2);
 		uint64_t now = mono_ms();
 		if (r == 1) {
-			last_ok = now;
+			e->deadline = sent + (uint64_t)e->renew_deadline_ms;
 			report_leader(e, e->identity);
 			set_leading(e, true);
 		} else if (e->leading) {
 			if (r == 0) {
 				/* Someone else holds it: we were too slow to renew. */
 				set_leading(e, false);
-			} else if (now - last_ok >= (uint64_t)e->renew_deadline_ms) {
+			} else if (now >= e->deadline) {
 				log_warn("leader", "renewal failed for the whole renew deadline", "error", e2.msg,
 					 NULL);
 				set_leading(e, false);
@@ -332,14 +353,22 @@ int kube_leader_run(struct kube_client *c, const struct kube_leader_opts *opts, 
 		} else if (r < 0 && !kube_is_conflict(&e2)) {
 			log_debug("leader", "could not acquire the lease", "error", e2.msg, NULL);
 		}
-		if (e->leading && last_ok && mono_ms() - last_ok >= (uint64_t)e->renew_deadline_ms)
+		now = mono_ms();
+		if (e->leading && now >= e->deadline)
 			set_leading(e, false);
-		wait_ms(stop, e->leading ? e->retry_ms : jitter(e->retry_ms));
+		/* A leader wakes at its deadline at the latest, so that it stops
+		 * leading then, not a retry period later. */
+		int wait = e->leading ? e->retry_ms : jitter(e->retry_ms);
+		if (e->leading && e->deadline - now < (uint64_t)wait)
+			wait = (int)(e->deadline - now);
+		wait_ms(stop, wait);
 	}
+	kube_thread_stop(NULL);
 	if (e->leading) {
 		release(e);
 		set_leading(e, false);
 	}
+	kube_thread_stop(prev_stop);
 	free(e);
 	return 0;
 }

@@ -22,7 +22,9 @@ const struct kube_resource KUBE_CRDS = {"apiextensions.k8s.io", "v1", "customres
 const struct kube_resource KUBE_RUNTIMECLASSES = {"node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", false};
 const struct kube_resource KUBE_NODEFEATURES = {"nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", "NodeFeature",
 						true};
-const struct kube_resource KUBE_CLUSTERPOLICIES = {"nvidia.com", "v1", "clusterpolicies", "ClusterPolicy",
+/* gpuop's own CRD (DESIGN.md: ClusterPolicy in gpuop.io/v1alpha1), not
+ * NVIDIA's nvidia.com/v1 one of the same name. */
+const struct kube_resource KUBE_CLUSTERPOLICIES = {"gpuop.io", "v1alpha1", "clusterpolicies", "ClusterPolicy",
 						   false};
 
 /* Path segments are names (RFC 1123) in practice, but a name comes from

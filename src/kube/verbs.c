@@ -449,18 +449,14 @@ static int list_pages(struct kube_client *c, const struct kube_resource *res, co
 				restart(ud);
 			continue;
 		}
-		_cleanup_json_ json_t *page = NULL;
-		if (finish(c, &r, "list", what, &page, err) < 0)
+		if (finish(c, &r, "list", what, NULL, err) < 0)
 			return -1;
-		json_t *items = json_object_get(page, "items");
-		if (!json_is_array(items) && !json_is_null(items) && items)
-			return error_set(err, GPUOP_ERR_PARSE, 0, "list %s: \"items\" is not an array", what);
-		size_t i;
-		json_t *item;
-		json_array_foreach(items, i, item) {
-			if (fn(item, ud, err) < 0)
-				return -1;
-		}
+		/* Item by item: a page never exists as one JSON tree. */
+		char verb_what[sizeof(what) + 8];
+		snprintf(verb_what, sizeof(verb_what), "list %s", what);
+		_cleanup_json_ json_t *page = NULL;
+		if (kube_list_page_each(r.body.data, r.body.len, verb_what, fn, ud, &page, err) < 0)
+			return -1;
 		json_t *meta = json_object_get(page, "metadata");
 		const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
 		if (rv_out && rv_len)

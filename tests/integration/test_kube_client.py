@@ -262,6 +262,99 @@ users:
         self.assertIn("get namespaces/default: 500", r.err)
         self.assertEqual(r.stats()["requests"], 3)
 
+    def test_5xx_resends_only_what_is_safe_to_repeat(self):
+        # A 5xx may come after the server made the change: a create or a
+        # patch is not sent again (unless the server asks, see below); an
+        # update (PUT with its resourceVersion) and a delete are.
+        f = self.write("objs/cm-5xx.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-5xx\n"
+                                           "  namespace: default\ndata:\n  a: '1'\n")
+        self.api.fault(error_code=503, count=1, verbs=["create"], resources=["configmaps"])
+        r = self.kt("--stats", "create", f)
+        self.assertEqual(r.rc, 1)
+        self.assertIn("create configmaps/cm-5xx in namespace default: 503 ServiceUnavailable", r.err)
+        self.assertEqual((r.stats()["requests"], r.stats()["retries"]), (1, 0))
+        self.ok("create", f)
+        self.api.fault(error_code=500, count=1, verbs=["patch"], resources=["configmaps"])
+        r = self.kt("--stats", "-n", "default", "patch", "configmaps", "cm-5xx", "merge", '{"data":{"b":"2"}}')
+        self.assertEqual(r.rc, 1)
+        self.assertIn("patch configmaps/cm-5xx in namespace default: 500 InternalError", r.err)
+        self.assertEqual((r.stats()["requests"], r.stats()["retries"]), (1, 0))
+        self.api.fault(error_code=503, count=1, verbs=["update"], resources=["configmaps"])
+        r = self.ok("--stats", "-n", "default", "update-retry", "configmaps", "cm-5xx", "--label", "k=v")
+        self.assertEqual((r.stats()["requests"], r.stats()["retries"]), (3, 1))
+        self.api.fault(error_code=503, count=1, verbs=["delete"], resources=["configmaps"])
+        r = self.ok("--stats", "-n", "default", "delete", "configmaps", "cm-5xx")
+        self.assertEqual((r.stats()["requests"], r.stats()["retries"]), (2, 1))
+
+    def scripted(self, answers):
+        """A plain-HTTP server that answers each request with the next of
+        answers [(status, headers, body)]; returns (kubeconfig, requests)."""
+        import http.server
+        seen = []
+        script = list(answers)
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                seen.append((self.command, self.path))
+                st, hdrs, body = script.pop(0) if script else (500, {}, {})
+                data = json.dumps(body).encode()
+                self.send_response(st)
+                for k, v in hdrs.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = answer
+
+            def log_message(self, *a):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        kc = self.write(f"scripted-{srv.server_address[1]}/config", f"""clusters:
+- name: c
+  cluster: {{server: 'http://127.0.0.1:{srv.server_address[1]}'}}
+contexts:
+- name: x
+  context: {{cluster: c, user: u}}
+current-context: x
+users:
+- name: u
+  user: {{token: t}}
+""")
+        return kc, seen
+
+    def test_retry_after_lets_a_create_be_resent(self):
+        unavailable = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 503,
+                       "reason": "ServiceUnavailable", "message": "etcd leader changed"}
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm-ra", "namespace": "default"}}
+        kc, seen = self.scripted([(503, {"Retry-After": "1"}, unavailable), (201, {}, cm)])
+        f = self.write("objs/cm-ra.json", json.dumps(cm))
+        r = self.kt("--stats", "create", f, kubeconfig=kc)
+        self.assertEqual(r.rc, 0, r.err)
+        self.assertEqual(seen, [("POST", "/api/v1/namespaces/default/configmaps")] * 2)
+        self.assertGreaterEqual(r.elapsed, 0.9)
+        self.assertEqual(r.stats()["retries"], 1)
+
+    def test_retry_after_as_an_http_date(self):
+        import email.utils
+        throttled = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+                     "reason": "TooManyRequests", "message": "too many requests"}
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
+        when = email.utils.formatdate(time.time() + 3, usegmt=True)  # whole seconds: 2 < wait <= 3
+        kc, seen = self.scripted([(429, {"Retry-After": when}, throttled), (200, {}, ns)])
+        r = self.kt("--stats", "get", "namespaces", "default", kubeconfig=kc)
+        self.assertEqual(r.rc, 0, r.err)
+        self.assertEqual(len(seen), 2)
+        self.assertGreaterEqual(r.elapsed, 1.9)
+        self.assertLess(r.elapsed, 5)
+
     def test_client_side_throttling(self):
         r = self.ok("--qps", "5", "--burst", "1", "--repeat", "11", "--stats", "get", "namespaces", "default")
         self.assertGreaterEqual(r.elapsed, 1.9)
@@ -435,7 +528,7 @@ users:
             stopped = time.monotonic()
             b.send_signal(signal.SIGTERM)
             self.assertEqual(b.wait(5), 0)
-            self.assertIn("stopped", [line for _, line in b.lines])
+            self.wait_line(b, "stopped", 2)  # the reader thread may lag the exit
             took = self.wait_line(c, "leading", 5) - stopped
             print(f"  handover after SIGTERM: {took:.2f} s", file=sys.stderr)
             self.assertLessEqual(took, 1.5)
@@ -448,6 +541,31 @@ users:
                     p.wait(5)
                 p.stdout.close()
                 p.log.close()
+
+    def test_leader_stops_by_its_renew_deadline(self):
+        import datetime
+        a = self.leader("cand-d", lease="ld")
+        try:
+            self.wait_line(a, "leading", 5)
+            time.sleep(0.7)  # a renewal or two
+            # The API server turns slow: no renewal comes back in time.
+            self.api.fault(verbs=["update"], resources=["leases"], latency_ms=4000)
+            t_stop = self.wait_line(a, "stopped", 6)
+            stopped_at = time.time() - (time.monotonic() - t_stop)
+            renew = self.api.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/ld")["spec"]["renewTime"]
+            last = datetime.datetime.strptime(renew, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+                tzinfo=datetime.timezone.utc).timestamp()
+            # It stops leading within the renew deadline (2 s) of its last
+            # renewal, well before another candidate could take the lease
+            # (3 s after seeing that renewal), not a retry round later.
+            print(f"\n  stopped leading {stopped_at - last:.2f} s after the last renewal", file=sys.stderr)
+            self.assertGreater(stopped_at - last, 1.5)
+            self.assertLess(stopped_at - last, 2.0 + 0.25)
+        finally:
+            a.kill()
+            a.wait(5)
+            a.stdout.close()
+            a.log.close()
 
 
 if __name__ == "__main__":
