@@ -25,6 +25,9 @@
 
 #define TOP "must-gather/"
 #define FILE_MAX (16u << 20)
+/* Of each container's log: the end, which is where a failure is. */
+#define LOG_TAIL_LINES 5000u
+#define LOG_MAX_BYTES (4u << 20)
 
 static const char help[] =
 	"Usage: gpuop must-gather --output FILE.tar.gz [options]\n\n"
@@ -35,9 +38,13 @@ static const char help[] =
 	"            the operator's namespace, nodes, events\n"
 	"  manifest.json  every item collected, and every item that could not be, with\n"
 	"            the reason\n"
+	"Container logs are the last 5000 lines (at most 4 MiB) of each container,\n"
+	"init containers included.\n"
 	"Secrets are redacted before anything is written: PEM blocks (certificates,\n"
-	"keys), bearer tokens and JWTs, Secret data, and values of fields and env\n"
-	"variables with secret-looking names (token, password, secret, *key).\n"
+	"keys, base64 PEM), bearer tokens and JWTs, passwords in URLs, Secret data, and\n"
+	"values of fields, env variables and flags with secret-looking names (token,\n"
+	"password, secret, auth, *key), also inside JSON-in-strings such as kubectl's\n"
+	"last-applied-configuration.  Read the archive before sharing it all the same.\n"
 	"Progress goes to stderr.\n\n"
 	"Options:\n"
 	"  -o, --output FILE     the archive (required); written whole or not at all\n"
@@ -81,16 +88,23 @@ static void add_text(struct mg *m, const char *name, const char *source, const c
 	struct gpuop_error e;
 	char path[512];
 
+	/* each redaction may turn one byte into "[REDACTED]"; initialised
+	 * before any return, since the cleanup frees it */
+	buf_init(&red, len * (sizeof(GATHER_REDACTED) + 1) + 4096);
 	if (m->fatal)
 		return;
-	buf_init(&red, len * 2 + 4096);
+	snprintf(path, sizeof(path), TOP "%s", name);
+	/* A file name the archive cannot hold costs that file, not the archive. */
+	if (gather_tar_check_name(path, &e) < 0) {
+		failed(m, name, e.msg);
+		return;
+	}
 	int n = gather_redact_text(data, len, &red, &e);
 	if (n < 0) {
 		failed(m, name, e.msg);
 		return;
 	}
 	m->redactions += (size_t)n;
-	snprintf(path, sizeof(path), TOP "%s", name);
 	if (gather_tar_add(m->tar, path, red.data, red.len, m->err) < 0) {
 		m->fatal = 1;
 		return;
@@ -235,6 +249,51 @@ static void gather_list(struct mg *m, struct kube_client *c, const struct kube_r
 	add_json(m, name, "Kubernetes API", doc);
 }
 
+/* The end of each container's log, init containers included (a driver
+ * pod stuck in init says why in its init container's log): redacted like
+ * everything else.  A log the server will not give (a container that has
+ * not started, RBAC without pods/log) is a manifest entry with its reason. */
+static void gather_pod_logs(struct mg *m, struct kube_client *c, const char *ns, const json_t *pod)
+{
+	static const char *const lists[] = {"initContainers", "containers"};
+	const char *pn = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+	const json_t *spec = json_object_get(pod, "spec");
+	char what[600], item[600], base[PATH_MAX], path[PATH_MAX + 256];
+	struct gpuop_error e;
+
+	if (!pn)
+		return;
+	snprintf(what, sizeof(what), "logs of pod %s", pn);
+	progress(what);
+	if (kube_path(base, sizeof(base), &KUBE_PODS, ns, pn, "log", &e) < 0) {
+		snprintf(item, sizeof(item), "cluster/logs/%s/", pn);
+		failed(m, item, e.msg);
+		return;
+	}
+	for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+		size_t j;
+		json_t *ct;
+		json_array_foreach(json_object_get(spec, lists[l]), j, ct)
+		{
+			const char *cn = json_string_value(json_object_get(ct, "name"));
+			if (!cn)
+				continue;
+			snprintf(item, sizeof(item), "cluster/logs/%s/%s.log", pn, cn);
+			/* Container names are DNS labels: nothing to encode.  The
+			 * server bounds the answer; the buffer bounds what we keep. */
+			snprintf(path, sizeof(path), "%s?container=%s&tailLines=%u&limitBytes=%u", base, cn,
+				 LOG_TAIL_LINES, LOG_MAX_BYTES);
+			_cleanup_buf_ struct buf log;
+			buf_init(&log, LOG_MAX_BYTES + 4096);
+			if (kube_get_text(c, path, &log, &e) < 0) {
+				failed(m, item, e.msg);
+				continue;
+			}
+			add_text(m, item, "Kubernetes API pods/log", log.data ? log.data : "", log.len);
+		}
+	}
+}
+
 static void gather_cluster(struct mg *m, struct kube_client *c, const char *ns)
 {
 	gather_list(m, c, &KUBE_CLUSTERPOLICIES, NULL, "cluster/clusterpolicies.json");
@@ -250,22 +309,10 @@ static void gather_cluster(struct mg *m, struct kube_client *c, const char *ns)
 		failed(m, "cluster/pods.json", e.msg);
 		return;
 	}
-	/* Logs need a plain-text GET, which the API client (kube.h) does not
-	 * offer yet: say so per container rather than leave a silent gap. */
-	size_t i, j;
-	json_t *p, *ct;
+	size_t i;
+	json_t *p;
 	json_array_foreach(pods, i, p)
-	{
-		const char *pn = json_string_value(json_object_get(json_object_get(p, "metadata"), "name"));
-		json_array_foreach(json_object_get(json_object_get(p, "spec"), "containers"), j, ct)
-		{
-			char item[600];
-			snprintf(item, sizeof(item), "cluster/logs/%s/%s.log", pn ? pn : "?",
-				 json_string_value(json_object_get(ct, "name")) ?: "?");
-			failed(m, item, "pod logs are not collected: the gpuop API client has no "
-					"text GET for pods/log; use kubectl logs");
-		}
-	}
+		gather_pod_logs(m, c, ns, p);
 	_cleanup_json_ json_t *doc = json_pack("{s:s, s:o}", "kind", "List", "items", pods);
 	add_json(m, "cluster/pods.json", "Kubernetes API", doc);
 }

@@ -6,6 +6,7 @@
 
 #include "base/cleanup.h"
 #include "base/jsonload.h"
+#include "discovery/discovery.h"
 #include "doctor/baseline.h"
 
 static const char *const status_words[] = {"ok", "lost", "error"};
@@ -306,6 +307,23 @@ static void diff_gpus(struct differ *d, const json_t *saved, const json_t *now)
 	}
 }
 
+/* Labels whose value changes on every healthy node by design: feature
+ * discovery stamps the time it last wrote the labels.  A difference there
+ * says nothing about the node, and would make every diff exit 1. */
+static const char *const volatile_labels[] = {
+	DISC_TIMESTAMP_KEY,
+};
+
+static bool is_volatile(const char *what, const char *key)
+{
+	if (strcmp(what, "label") != 0)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(volatile_labels); i++)
+		if (strcmp(key, volatile_labels[i]) == 0)
+			return true;
+	return false;
+}
+
 static void diff_maps(struct differ *d, const char *what, const json_t *a, const json_t *b)
 {
 	const char *k;
@@ -313,12 +331,14 @@ static void diff_maps(struct differ *d, const char *what, const json_t *a, const
 	json_object_foreach((json_t *)a, k, v)
 	{
 		const json_t *w = json_object_get(b, k);
+		if (is_volatile(what, k))
+			continue;
 		if (!w)
 			line(d, "%s %s: %s -> (absent)", what, k, json_string_value(v));
 		else if (strcmp(json_string_value(v), json_string_value(w)) != 0)
 			line(d, "%s %s: %s -> %s", what, k, json_string_value(v), json_string_value(w));
 	}
-	json_object_foreach((json_t *)b, k, v) if (!json_object_get(a, k))
+	json_object_foreach((json_t *)b, k, v) if (!json_object_get(a, k) && !is_volatile(what, k))
 		line(d, "%s %s: (absent) -> %s", what, k, json_string_value(v));
 }
 

@@ -302,6 +302,20 @@ static void check_cdi(const struct doc_input *in, struct doc_result *r)
 					   "compared with the GPUs");
 		return;
 	}
+	if (in->cdi_missing) {
+		/* The command to run, exactly: on a simulated node the spec goes
+		 * into the simulated node's state, which only --simulate finds. */
+		char fix[DOC_TEXT];
+		snprintf(fix, sizeof(fix),
+			 "run `gpuop %s%s%scdi generate` to write %s (in a cluster the toolkit "
+			 "DaemonSet writes it: read its pod's log if it did not)",
+			 in->simulated ? "--simulate " : "", in->simulated ? in->sim_profile : "",
+			 in->simulated ? " " : "", in->cdi_spec);
+		doc_set(r, DOC_FAIL, fix, "no CDI spec at %s: the runtime cannot inject the GPUs",
+			in->cdi_spec);
+		doc_evidence(r, "%s", in->cdi.problem);
+		return;
+	}
 	if (!in->cdi.ready) {
 		doc_set(r, DOC_FAIL, NULL, "the CDI spec %s is not usable", in->cdi_spec);
 		doc_evidence(r, "%s", in->cdi.problem);

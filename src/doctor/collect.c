@@ -91,7 +91,10 @@ void doc_collect_kmsg(struct doc_input *in, const char *path)
 void doc_collect_cdi(struct doc_input *in, const char *spec_path, const char *driver_root,
 		     const char *dev_root)
 {
+	struct stat st;
+
 	snprintf(in->cdi_spec, sizeof(in->cdi_spec), "%s", spec_path);
+	in->cdi_missing = stat(spec_path, &st) < 0 && errno == ENOENT;
 	if (!in->node)
 		return;
 	struct toolkit_opts o = {

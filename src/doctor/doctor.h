@@ -122,6 +122,7 @@ struct doc_input {
 	/* toolkit: the CDI spec */
 	char cdi_spec[PATH_MAX];
 	bool cdi_checked;
+	bool cdi_missing;            /* no file at cdi_spec at all */
 	struct toolkit_result cdi;
 
 	struct doc_runtime runtime;

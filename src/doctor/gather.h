@@ -8,13 +8,18 @@
  * Redaction is applied to text (logs, config files, YAML) and, before
  * serialising, to JSON documents from the API:
  *  - PEM blocks (-----BEGIN ...----- to -----END ...-----): certificates,
- *    private keys;
- *  - "Bearer <token>" and JWT-shaped strings (eyJ...);
- *  - values of fields, keys and env variables with secret-looking names
- *    (token, password, secret, credential, private, api key, *key, *-key-data),
- *    in `name: value`, `name = value`, `NAME=value` and JSON form;
+ *    private keys; and base64-encoded PEM (LS0tLS1CRUdJTi...);
+ *  - "Bearer <token>", JWT-shaped strings (eyJ...), and the password of a
+ *    URL's user info (proxy and registry URLs);
+ *  - values of fields, keys, env variables and flags with secret-looking
+ *    names (token, password, secret, credential, private, api key, auth,
+ *    *key, *-key-data), in `name: value`, `name = value`, `NAME=value`,
+ *    `--flag value`, YAML block scalars and JSON form, and the `value` after
+ *    a `name` that is secret-looking (env lists);
  *  - every value under data/stringData of a Secret, and the
- *    last-applied-configuration annotation that would repeat them.
+ *    last-applied-configuration annotation that would repeat them; in
+ *    other objects, strings that hold JSON are redacted as JSON, and the
+ *    element after a secret flag in an array (args).
  * Each redacted value becomes "[REDACTED]" so the shape of the file stays
  * readable.
  */
@@ -46,6 +51,10 @@ struct gather_tar;
 
 /* Start an archive that becomes `path` on gather_tar_finish(). */
 int gather_tar_open(const char *path, struct gather_tar **out, struct gpuop_error *err);
+/* Can `name` be a member?  Relative, no ".." component, and fits ustar's
+ * name and prefix fields.  gather_tar_add checks it too, before it writes
+ * anything, but a caller that checks first can skip one bad name and go on. */
+int gather_tar_check_name(const char *name, struct gpuop_error *err);
 /* Add a regular file member (mode 0644, mtime now).  Names are relative,
  * '/'-separated, at most 255 bytes (ustar name + prefix). */
 int gather_tar_add(struct gather_tar *t, const char *name, const void *data, size_t len,

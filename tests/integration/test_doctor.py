@@ -116,8 +116,28 @@ class NodeRows(DoctorCase):
 
     def test_cdi_spec_missing(self):
         doc = self.doctor("--no-api", rc=1)
-        self.assertDiagnosis(doc, "cdi-spec", "not usable", evidence="No such file",
-                             fix="gpuop cdi generate")
+        self.assertDiagnosis(doc, "cdi-spec", "no CDI spec at " + self.spec, evidence="No such file")
+        # the fix is the exact command line that writes the spec doctor looked for
+        self.assertIn("run `gpuop --simulate dgx-h100 cdi generate` to write " + self.spec,
+                      doc["diagnosis"]["fix"])
+        r = self.gpuop("cdi", "generate")  # what the fix says, and then it is healthy
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.exists(self.spec))
+        self.assertEqual(self.doctor("--no-api", rc=0)["verdict"], "healthy")
+
+    def test_text_report(self):
+        r = self.gpuop("doctor", "--no-api")
+        self.assertEqual(r.returncode, 1)
+        self.assertTrue(r.stdout.endswith("\n"), repr(r.stdout[-40:]))
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[-1], "  Look closer: gpuop cdi validate")
+        skipped = [ln for ln in lines if " not checked " in ln]
+        self.assertTrue(skipped, r.stdout)
+        for ln in skipped:
+            # the STATUS column says "not checked"; the finding gives only the reason
+            self.assertEqual(ln.count("not checked"), 1, ln)
+        self.assertTrue(any(ln.startswith("runtime ") and ln.endswith("not checked  the toolkit layer below failed")
+                            for ln in lines), r.stdout)
 
     def test_cdi_spec_invalid(self):
         self.healthy_node()
