@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
@@ -24,10 +25,11 @@ static const char help[] =
 	"save writes a known-good snapshot of this node: driver and CUDA versions, every\n"
 	"GPU with its UUID, name, PCI bus id and memory, the MIG layout, the CDI device\n"
 	"names of the node's spec, the metric families the exporter serves, and from the\n"
-	"API the node's labels and allocatable resources.  diff compares the node as it\n"
+	"API the node's labels and allocatable resources (the file's directory is created\n"
+	"when missing).  diff compares the node as it\n"
 	"is now with such a file and prints one line per difference, e.g.\n"
 	"  driver 550.54.15 -> 550.90.07\n"
-	"  GPU 3 (GPU-5f2c...) lost: GPU is lost (NVML: GPU_IS_LOST)\n"
+	"  GPU 3 (GPU-5f2c...) lost: nvmlDeviceGetName: GPU is lost (fell off the bus ...)\n"
 	"  allocatable nvidia.com/gpu: 8 -> 7\n"
 	"Parts that could not be read (no API configured) are not compared, and said so\n"
 	"on stderr.\n\n"
@@ -41,6 +43,29 @@ static const char help[] =
 	"  gpuop --simulate dgx-h100 baseline save /tmp/b.json\n\n"
 	"Exit status: save: 0 written, 1 failure.  diff: 0 no difference, 1 differences\n"
 	"(or a failure), 2 usage error.\n";
+
+/* The file's directory, created when missing, so that the first save on a
+ * fresh node (/var/lib/gpuop/known-good.json, as the examples say) works.
+ * It is checked before the snapshot: a bad path should not cost an NVML
+ * and API pass. */
+static int parent_dir(const char *file, struct gpuop_error *err)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(file, '/');
+	if (!slash)
+		return 0;
+	if ((size_t)(slash - file) >= sizeof(dir))
+		return error_errno(err, ENAMETOOLONG, "%s", file);
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - file), file);
+	if (!dir[0])
+		return 0;
+	struct stat st;
+	if (stat(file, &st) == 0 && S_ISDIR(st.st_mode))
+		return error_errno(err, EISDIR, "%s", file);
+	if (mkdir_p(dir, 0755, err) < 0)
+		return error_wrap(err, "baseline %s", file);
+	return 0;
+}
 
 static json_t *api_node(struct gpuop_ctx *ctx, const char *name, bool no_api, const char **why)
 {
@@ -137,7 +162,7 @@ int cmd_baseline(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			node = optarg;
@@ -148,16 +173,29 @@ int cmd_baseline(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 		case 'h':
 			fputs(help, stdout);
 			return 0;
+		case ':':
+			/* The leading ':' in the option string makes getopt tell a
+			 * missing value apart from an unknown option. */
+			return usage_error(err, "%s needs a value", argv[optind - 1]);
 		default:
 			return unknown_option(err, argv);
 		}
 	}
+	if (argc - optind == 1 &&
+	    (strcmp(argv[optind], "save") == 0 || strcmp(argv[optind], "diff") == 0))
+		return usage_error(err, "%s needs a FILE, e.g. /var/lib/gpuop/known-good.json",
+				   argv[optind]);
 	if (argc - optind != 2)
 		return usage_error(err, "expected `save FILE` or `diff FILE`");
 	const char *verb = argv[optind], *file = argv[optind + 1];
 	bool save = strcmp(verb, "save") == 0;
 	if (!save && strcmp(verb, "diff") != 0)
 		return usage_error(err, "unknown verb '%s' (save, diff)", verb);
+	/* "-" would otherwise become a file named "-" in the current directory. */
+	if (strcmp(file, "-") == 0)
+		return usage_error(err, "%s -: the baseline is a file; give its path", verb);
+	if (save && parent_dir(file, err) < 0)
+		return 1;
 
 	_cleanup_json_ json_t *saved = NULL;
 	if (!save) {

@@ -16,6 +16,9 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "base/cleanup.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "cli/gpuop.h"
@@ -31,6 +34,7 @@ static const char help[] =
 	"no driver needed) and sets nvidia.com/gpu.present=true or =false on this node, so\n"
 	"the operator finds GPU nodes without Node Feature Discovery.  Exits 0 once the\n"
 	"node is labelled (run it as an init container or a Job), or keeps watching.\n\n"
+	"Under --simulate the simulated node's GPUs count as on the bus.\n\n"
 	"Options:\n"
 	"  --host-root DIR   read the host's sysfs below DIR (default /; /host in a pod\n"
 	"                    that mounts the host there)\n"
@@ -50,19 +54,43 @@ struct detect {
 	const char *node;
 	struct kube_client *kube;
 	bool print;
+	/* --simulate: the profile's GPUs stand on a simulated PCI bus, as in
+	 * doctor's hardware row; NULL when not simulated. */
+	const char *sim_profile; /* the profile's JSON file */
+	const char *sim_name;
 };
+
+/* A simulated node's GPUs, from its profile (not NVML: a GPU is on the bus
+ * whether or not the driver is loaded, and detect needs no driver). */
+static int sim_gpus(const struct detect *d, size_t *n, struct gpuop_error *err)
+{
+	json_error_t je;
+	_cleanup_json_ json_t *p = json_load_file(d->sim_profile, 0, &je);
+	if (!p)
+		return error_set(err, GPUOP_ERR_PARSE, 0, "%s:%d: %s", d->sim_profile, je.line,
+				 je.text);
+	*n = json_array_size(json_object_get(p, "gpus"));
+	return 0;
+}
 
 /* Scan and label once.  *present gets the answer. */
 static int detect_once(const struct detect *d, bool *present, struct gpuop_error *err)
 {
-	struct pci_scan s;
+	struct pci_scan s = {0};
 	bool changed = false;
 
-	if (pci_scan_nvidia(d->host_root, &s, err) < 0)
+	if (d->sim_profile) {
+		if (sim_gpus(d, &s.ngpus, err) < 0)
+			return -1;
+	} else if (pci_scan_nvidia(d->host_root, &s, err) < 0) {
 		return -1;
+	}
 	*present = s.ngpus > 0;
 	if (d->print) {
 		printf(DISC_PRESENT_KEY "=%s\n", *present ? "true" : "false");
+		if (d->sim_profile)
+			printf("# simulated node %s: %zu GPUs on its simulated PCI bus\n",
+			       d->sim_name, s.ngpus);
 		for (size_t i = 0; i < s.n; i++)
 			if (s.funcs[i].kind != PCI_GPU_OTHER)
 				printf("# %s 10de:%04x class %06x driver %s%s%s\n", s.funcs[i].bdf,
@@ -138,13 +166,13 @@ int cmd_detect(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error 
 	struct detect d = {0};
 	const char *node_opt = NULL;
 	char node[256];
-	bool watching = false;
+	bool watching = false, interval_given = false;
 	uint64_t interval_ms = 60000;
 	int c;
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_ROOT:
 			if (!*optarg)
@@ -165,10 +193,15 @@ int cmd_detect(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error 
 				return EXIT_USAGE;
 			if (interval_ms < 100)
 				return usage_error(err, "--interval %s: must be at least 100ms", optarg);
+			interval_given = true;
 			break;
 		case 'h':
 			fputs(help, stdout);
 			return 0;
+		case ':':
+			/* The leading ':' in the option string makes getopt tell a
+			 * missing value apart from an unknown option. */
+			return usage_error(err, "%s needs a value", argv[optind - 1]);
 		default:
 			return unknown_option(err, argv);
 		}
@@ -177,6 +210,15 @@ int cmd_detect(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error 
 		return usage_error(err, "unexpected argument '%s'", argv[optind]);
 	if (d.print && watching)
 		return usage_error(err, "--print and --watch do not go together");
+	if (interval_given && !watching)
+		return usage_error(err, "--interval is the rescan period of --watch; add --watch");
+	if (ctx_simulate_setup(ctx, err) < 0)
+		return exit_code_for(err);
+	/* --host-root still points at a real (or fixture) tree. */
+	if (ctx->simulated && !d.host_root) {
+		d.sim_profile = ctx->sim_profile_path;
+		d.sim_name = ctx->sim_profile_name;
+	}
 	d.node = ctx_node_name(node_opt, node, sizeof(node));
 	if (!d.print && ctx_kube_client(ctx, &d.kube, err) < 0)
 		return 1;

@@ -128,6 +128,15 @@ static int parse_bool(const char *what, const char *v, bool *out, struct gpuop_e
 	return -1;
 }
 
+static bool mig_strategy_known(const char *s)
+{
+	static const char *const names[] = {"none", "single", "mixed"};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (strcmp(s, names[i]) == 0)
+			return true;
+	return false;
+}
+
 static int set_opt(struct disc_cli *c, int opt, const char *arg, const char *what,
 		   struct gpuop_error *err)
 {
@@ -173,6 +182,12 @@ static int set_opt(struct disc_cli *c, int opt, const char *arg, const char *wha
 		c->run.sinks |= DISC_SINK_NODE;
 		break;
 	case O_MIG:
+		/* Checked here, not only by the config loader, so that the error
+		 * names where the value came from (GFD_MIG_STRATEGY or the flag). */
+		if (!mig_strategy_known(arg)) {
+			usage_error(err, "%s: '%s' is not one of none, single, mixed", what, arg);
+			return -1;
+		}
 		c->ovr[0] = (struct dp_override){"mig-strategy", arg};
 		c->run.novr = 1;
 		break;
@@ -352,7 +367,7 @@ int cmd_discover(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 
 	optind = 1;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "ho:", longopts, &li)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":ho:", longopts, &li)) != -1) {
 		char what[48];
 		if (opt == 'h') {
 			fputs(help, stdout);
@@ -361,6 +376,10 @@ int cmd_discover(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 		if (opt == 'o') {
 			opt = O_OUTPUT;
 			snprintf(what, sizeof(what), "-o");
+		} else if (opt == ':') {
+			/* The leading ':' in the option string makes getopt tell a
+			 * missing value apart from an unknown option. */
+			return usage_error(err, "%s needs a value", argv[optind - 1]);
 		} else if (opt == '?') {
 			return unknown_option(err, argv);
 		} else {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
@@ -52,7 +53,9 @@ static const char help[] =
 	"  gpuop sim inject driver-unload && gpuop doctor --simulate dgx-h100\n"
 	"  gpuop doctor --pod ml/train-0 --json | jq .diagnosis\n"
 	"  dmesg > /tmp/dmesg.txt; gpuop doctor --kernel-log /tmp/dmesg.txt\n\n"
-	"Exit status: 0 healthy (warnings allowed); 1 a layer fails; 2 usage error.\n";
+	"Exit status: 0 healthy (warnings allowed); 1 a layer fails, the --pod could not\n"
+	"be read (no such pod, API unreachable), or a file named by an option is missing;\n"
+	"2 usage error.\n";
 
 enum {
 	O_JSON = 256,
@@ -184,7 +187,7 @@ static int run(struct gpuop_ctx *ctx, const struct doctor_opts *o, struct gpuop_
 		}
 		/* A failed layer is the report itself, not an error for main to print. */
 		error_clear(err);
-		rc = rep.first_fail >= 0 ? 1 : 0;
+		rc = rep.first_fail >= 0 || rep.pod_unchecked[0] ? 1 : 0;
 		if (fflush(stdout) != 0) {
 			error_errno(err, errno, "writing to stdout");
 			rc = 1;
@@ -220,7 +223,7 @@ int cmd_doctor(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error 
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_JSON:
 			o.json = true;
@@ -255,11 +258,27 @@ int cmd_doctor(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error 
 		case 'h':
 			fputs(help, stdout);
 			return 0;
+		case ':':
+			/* The leading ':' in the option string makes getopt tell a
+			 * missing value apart from an unknown option. */
+			return usage_error(err, "%s needs a value", argv[optind - 1]);
 		default:
 			return unknown_option(err, argv);
 		}
 	}
 	if (optind < argc)
 		return usage_error(err, "unexpected argument '%s'", argv[optind]);
+	if (o.pod && o.no_api)
+		return usage_error(
+			err, "--pod reads the pod from the API; it does not go with --no-api");
+	/* Files the user named must exist: a typo would otherwise read as a
+	 * node without kubelet, runtime or kernel log, and a healthy verdict. */
+	struct stat st;
+	if (o.host_root && stat(o.host_root, &st) < 0)
+		return error_errno(err, errno, "--host-root %s", o.host_root), 1;
+	if (o.host_root && !S_ISDIR(st.st_mode))
+		return error_errno(err, ENOTDIR, "--host-root %s", o.host_root), 1;
+	if (o.kmsg && access(o.kmsg, R_OK) < 0)
+		return error_errno(err, errno, "--kernel-log %s", o.kmsg), 1;
 	return run(ctx, &o, err);
 }

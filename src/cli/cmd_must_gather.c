@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -388,7 +389,7 @@ int cmd_must_gather(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_e
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "ho:n:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":ho:n:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			o.output = optarg;
@@ -408,6 +409,10 @@ int cmd_must_gather(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_e
 		case 'h':
 			fputs(help, stdout);
 			return 0;
+		case ':':
+			/* The leading ':' in the option string makes getopt tell a
+			 * missing value apart from an unknown option. */
+			return usage_error(err, "%s needs a value", argv[optind - 1]);
 		default:
 			return unknown_option(err, argv);
 		}
@@ -416,6 +421,22 @@ int cmd_must_gather(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_e
 		return usage_error(err, "unexpected argument '%s'", argv[optind]);
 	if (!o.output || !*o.output)
 		return usage_error(err, "--output FILE.tar.gz is required");
+	/* Checked before collecting, which takes a while: "-" would become a
+	 * file named "-", and a directory fails only at the final rename. */
+	if (strcmp(o.output, "-") == 0)
+		return usage_error(err,
+				   "--output -: the archive is written to a file (whole or not "
+				   "at all); give a path such as /tmp/gpuop-must-gather.tar.gz");
+	struct stat st;
+	if (stat(o.output, &st) == 0 && S_ISDIR(st.st_mode))
+		return usage_error(err,
+				   "--output %s is a directory; name the archive, e.g. "
+				   "%s/gpuop-must-gather.tar.gz",
+				   o.output, o.output);
+	if (o.host_root && stat(o.host_root, &st) < 0)
+		return error_errno(err, errno, "--host-root %s", o.host_root), 1;
+	if (o.host_root && !S_ISDIR(st.st_mode))
+		return error_errno(err, ENOTDIR, "--host-root %s", o.host_root), 1;
 	if (!*o.ns)
 		return usage_error(err, "--namespace: empty");
 	return run(ctx, &o, err);

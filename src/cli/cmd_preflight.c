@@ -95,7 +95,7 @@ int cmd_preflight(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_err
 	(void)ctx;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_JSON:
 			json = true;
@@ -114,6 +114,10 @@ int cmd_preflight(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_err
 		case 'h':
 			fputs(help, stdout);
 			return 0;
+		case ':':
+			/* The leading ':' in the option string makes getopt tell a
+			 * missing value apart from an unknown option. */
+			return usage_error(err, "%s needs a value", argv[optind - 1]);
 		default:
 			return unknown_option(err, argv);
 		}

@@ -126,13 +126,14 @@ int cmd_validate(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 	uint64_t timeout_ms = 0;
 	const char *node_opt = NULL, *vdir_opt = NULL, *spec_opt = NULL;
 	struct runtime_opts rt = {0};
-	struct validate_env env = {.open_nvml = open_nvml, .open_nvml_ud = ctx};
+	struct validate_env env = {
+		.open_nvml = open_nvml, .open_nvml_ud = ctx, .api_options = true};
 	char vdir[PATH_MAX], spec[PATH_MAX], node_name[256];
 	int c;
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_WAIT:
 			wait = true;
@@ -182,6 +183,10 @@ int cmd_validate(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 		case 'h':
 			fputs(help, stdout);
 			return 0;
+		case ':':
+			/* The leading ':' in the option string makes getopt tell a
+			 * missing value apart from an unknown option. */
+			return usage_error(err, "%s needs a value", argv[optind - 1]);
 		default:
 			return unknown_option(err, argv);
 		}

@@ -169,6 +169,9 @@ struct doc_report {
 	struct doc_row *rows;   /* owned */
 	int first_fail;         /* index into rows of the diagnosis, -1 healthy */
 	size_t warnings;
+	/* --pod was given but the pod could not be read (the API is down, or no
+	 * such pod): why, else "".  Then no verdict can say "healthy". */
+	char pod_unchecked[DOC_TEXT];
 };
 
 /* Run the table bottom-up over `in`.  Rows above the first failure are
@@ -176,7 +179,9 @@ struct doc_report {
 int doctor_run(const struct doc_input *in, struct doc_report *rep, struct gpuop_error *err);
 void doctor_report_free(struct doc_report *rep);
 
-/* {"verdict": "healthy"|"failed", "diagnosis": {...}|null, "rows": [...]} */
+/* {"verdict": "healthy"|"failed"|"pod-not-checked", "diagnosis": {...}|null,
+ *  "rows": [...]}; "pod-not-checked" (with "pod_not_checked": why) when no
+ * layer fails but the pod asked for could not be read. */
 json_t *doctor_report_json(const struct doc_report *rep, const struct doc_input *in);
 void doctor_report_text(const struct doc_report *rep, const struct doc_input *in, FILE *out);
 

@@ -43,6 +43,9 @@ int doctor_run(const struct doc_input *in, struct doc_report *rep, struct gpuop_
 			rep->first_fail = (int)(rep->n - 1);
 		rep->warnings += row->res.status == DOC_WARN;
 	}
+	if (in->pod_ref[0] && (!in->api || !in->pod))
+		snprintf(rep->pod_unchecked, sizeof(rep->pod_unchecked), "%s",
+			 !in->api ? in->api_error : in->pod_error);
 	return 0;
 }
 
@@ -77,8 +80,13 @@ json_t *doctor_report_json(const struct doc_report *rep, const struct doc_input 
 	for (size_t i = 0; i < rep->n; i++)
 		json_array_append_new(rows, row_json(&rep->rows[i]));
 	json_t *diag = rep->first_fail >= 0 ? row_json(&rep->rows[rep->first_fail]) : json_null();
-	json_t *o = json_pack("{s:s, s:o, s:o}", "verdict", rep->first_fail >= 0 ? "failed" : "healthy",
-			      "diagnosis", diag, "rows", rows);
+	const char *verdict = rep->first_fail >= 0    ? "failed"
+			      : rep->pod_unchecked[0] ? "pod-not-checked"
+						      : "healthy";
+	json_t *o =
+		json_pack("{s:s, s:o, s:o}", "verdict", verdict, "diagnosis", diag, "rows", rows);
+	if (o && rep->first_fail < 0 && rep->pod_unchecked[0])
+		json_object_set_new(o, "pod_not_checked", json_string(rep->pod_unchecked));
 	if (o && in->simulated)
 		json_object_set_new(o, "simulated", json_string(in->sim_profile));
 	if (o && in->pod_ref[0])
@@ -104,6 +112,17 @@ void doctor_report_text(const struct doc_report *rep, const struct doc_input *in
 			doc_status_name(row->res.status), finding);
 	}
 	fputc('\n', out);
+	if (rep->first_fail < 0 && rep->pod_unchecked[0]) {
+		/* The pod was what the user asked about: a typo in its name must
+		 * not read as "healthy". */
+		fprintf(out,
+			"Verdict: no layer of this node fails, but the pod was not checked: %s.\n",
+			rep->pod_unchecked);
+		fprintf(out, "  Fix:      check the namespace and name (kubectl get pods -A | grep "
+			     "NAME) "
+			     "and that the API server is reachable\n");
+		return;
+	}
 	if (rep->first_fail < 0) {
 		fprintf(out, "Verdict: healthy%s", rep->warnings ? " with warnings:\n" : ".\n");
 		for (size_t i = 0; i < rep->n; i++) {

@@ -278,12 +278,20 @@ static void judge(struct validate_result *res, const char *source, const struct 
 				     source, total, want);
 		return;
 	}
-	validate_set(res, VALIDATE_FAIL,
-		     "kubelet removes devices the plugin reports unhealthy: check gpuop validate "
-		     "driver, the GPUs' health and the device plugin's log; after a MIG change "
-		     "restart the plugin",
-		     "%s: %zu allocatable (%zu devices%s), expected %s", source, total, ac->distinct,
-		     ac->exact ? "" : " or fewer with replicas", want);
+	/* More than the GPUs is not a health problem: the count belongs to
+	 * other hardware or to a sharing config this node does not have. */
+	size_t most = x->per_mig > x->per_gpu ? x->per_mig : x->per_gpu;
+	validate_set(
+		res, VALIDATE_FAIL,
+		(ac->exact ? ac->distinct : total) > most
+			? "more devices than this node has GPUs: check that the node named is "
+			  "this machine (--node, $NODE_NAME) and that the device plugin and "
+			  "this check see the same GPUs and MIG layout"
+			: "kubelet removes devices the plugin reports unhealthy: check gpuop "
+			  "validate driver, the GPUs' health and the device plugin's log; after a "
+			  "MIG change restart the plugin",
+		"%s: %zu allocatable (%zu devices%s), expected %s", source, total, ac->distinct,
+		ac->exact ? "" : " or fewer with replicas", want);
 }
 
 void validate_check_plugin(const struct validate_env *env, struct validate_result *res)
@@ -320,10 +328,17 @@ void validate_check_plugin(const struct validate_env *env, struct validate_resul
 		}
 		snprintf(pr_err, sizeof(pr_err), "%s", e.msg);
 	}
-	validate_set(res, VALIDATE_NOT_CHECKED,
-		     "give the API (--kubeconfig and --node) or run where kubelet's PodResources "
-		     "socket is mounted",
-		     "not checked: %s%s%s%s%s", api_err[0] ? "API: " : "no API client",
-		     api_err, "; ", pr_err[0] ? "" : "no PodResources socket given",
-		     pr_err);
+	validate_set(
+		res, VALIDATE_NOT_CHECKED,
+		api_err[0] ? "check the node name (--node, $NODE_NAME; kubectl get nodes) and "
+			     "the API's answer above, or run where kubelet's PodResources socket "
+			     "is mounted"
+		: env->api_options
+			? "give the API (--kubeconfig and --node) or run where kubelet's "
+			  "PodResources socket is mounted"
+			: "start kubelet (its PodResources socket is where the plugin's devices "
+			  "are counted), or run gpuop validate plugin --kubeconfig FILE --node "
+			  "NAME",
+		"not checked: %s%s%s%s%s", api_err[0] ? "API: " : "no API client", api_err, "; ",
+		pr_err[0] ? "" : "no PodResources socket given", pr_err);
 }

@@ -351,8 +351,8 @@ static const struct rt_need rt_needs[] = {
 static void check_runtime(struct pf_ctx *x, struct preflight_check *c)
 {
 	struct host_facts *f = &x->rep->facts;
-	char found[384] = "";
-	size_t off = 0, k8s = 0, ok = 0, old = 0, unknown = 0;
+	char found[384] = "", olds[192] = "";
+	size_t off = 0, ooff = 0, k8s = 0, ok = 0, old = 0, unknown = 0;
 	const char *fix = NULL;
 
 	for (size_t i = 0; i < f->nruntimes; i++) {
@@ -377,6 +377,11 @@ static void check_runtime(struct pf_ctx *x, struct preflight_check *c)
 		if (rt->cdi_capable == TRI_YES)
 			ok++;
 		else if (rt->cdi_capable == TRI_NO) {
+			/* Name only the runtimes that are too old: a podman that is
+			 * new enough must not read as part of the problem. */
+			int m = snprintf(olds + ooff, sizeof(olds) - ooff, "%s%s %s",
+					 ooff ? ", " : "", rt->name, rt->version);
+			ooff += m > 0 && (size_t)m < sizeof(olds) - ooff ? (size_t)m : 0;
 			old++;
 			fix = need ? need->fix : NULL;
 		} else
@@ -387,7 +392,8 @@ static void check_runtime(struct pf_ctx *x, struct preflight_check *c)
 		    "no containerd or CRI-O found (sockets under run/, dpkg database)%s%s",
 		    off ? "; found: " : "", found);
 	else if (old)
-		set(c, PREFLIGHT_FAIL, fix, "%s: too old for CDI (containerd >= 1.7 or 2.x, CRI-O >= 1.23)",
+		set(c, PREFLIGHT_FAIL, fix,
+		    "%s too old for CDI (containerd >= 1.7 or 2.x, CRI-O >= 1.23); found: %s", olds,
 		    found);
 	else if (unknown)
 		set(c, PREFLIGHT_WARN,

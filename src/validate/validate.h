@@ -96,6 +96,9 @@ struct validate_env {
 	const char *node_name;
 	const char *podresources_socket;
 	int timeout_ms; /* per outside call (gRPC, API); 0 = 5000 */
+	/* The caller takes --kubeconfig and --node (gpuop validate), so a fix
+	 * may tell the user to give them; gpuop node does not. */
+	bool api_options;
 };
 
 #define VALIDATE_DIR_DEFAULT "/run/nvidia/validations"
