@@ -35,9 +35,22 @@ int usage_error(struct gpuop_error *err, const char *fmt, ...)
 
 int unknown_option(struct gpuop_error *err, char **argv)
 {
-	if (optopt)
+	const char *a = optind > 0 ? argv[optind - 1] : NULL;
+
+	/* getopt_long leaves optopt at the option's value when a known long
+	 * option lacked its argument, and at 0 when the option is unknown. */
+	if (a && strncmp(a, "--", 2) == 0) {
+		size_t n = strcspn(a, "=");
+		if (optopt)
+			return usage_error(err, "%.*s needs a value", (int)n, a);
+		return usage_error(err, "unknown option '%.*s'", (int)n, a);
+	}
+	/* A short option that needs a value can only lack it at the end. */
+	if (optopt > 0 && optopt < 128 && a && !argv[optind])
+		return usage_error(err, "unknown option '-%c', or it needs a value", optopt);
+	if (optopt > 0 && optopt < 128)
 		return usage_error(err, "unknown option '-%c'", optopt);
-	return usage_error(err, "unknown option '%s'", argv[optind - 1]);
+	return usage_error(err, "unknown option '%s'", a ? a : "?");
 }
 
 void ctx_cdi_spec_path(const struct gpuop_ctx *ctx, char *buf, size_t len)

@@ -73,6 +73,16 @@ class MissingValue(Case):
     def test_unknown_option_still_named(self):
         self.usage(self.gpuop("doctor", "--bogus", sim=False), "unknown option '--bogus'")
 
+    def test_every_other_command_too(self):
+        """The shared unknown_option() names a long option that lacks its value."""
+        for argv, want in [(["exporter", "--listen"], "--listen needs a value"),
+                           (["device-plugin", "--config"], "--config needs a value"),
+                           (["info", "--bogus"], "unknown option '--bogus'"),
+                           (["info", "-z", "--json"], "unknown option '-z'")]:
+            with self.subTest(argv=argv):
+                r = self.gpuop(*argv, sim=False)
+                self.usage(r, want)
+
 
 class Discover(Case):
     def test_env_mig_strategy_error_names_the_variable(self):
