@@ -124,7 +124,16 @@ void doctor_report_text(const struct doc_report *rep, const struct doc_input *in
 		return;
 	}
 	if (rep->first_fail < 0) {
-		fprintf(out, "Verdict: healthy%s", rep->warnings ? " with warnings:\n" : ".\n");
+		size_t skipped = 0;
+		for (size_t i = 0; i < rep->n; i++)
+			skipped += rep->rows[i].res.status == DOC_SKIP;
+		/* Honest about its reach: "healthy" covers what was checked. */
+		if (skipped)
+			fprintf(out, "Verdict: healthy as far as checked (%zu of %zu checks could not run: "
+				     "see \"not checked\" above)%s",
+				skipped, rep->n, rep->warnings ? ", with warnings:\n" : ".\n");
+		else
+			fprintf(out, "Verdict: healthy%s", rep->warnings ? " with warnings:\n" : ".\n");
 		for (size_t i = 0; i < rep->n; i++) {
 			const struct doc_row *row = &rep->rows[i];
 			if (row->res.status != DOC_WARN)

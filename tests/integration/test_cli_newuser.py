@@ -221,6 +221,18 @@ class DoctorNoApi(Case):
         self.assertIn("but the pod was not checked: the API could not be read", r.stdout)
 
 
+    def test_healthy_says_how_much_was_checked(self):
+        """A node where most rows could not run must not read as plainly healthy."""
+        self.assertEqual(self.gpuop("cdi", "generate").returncode, 0)
+        r = self.gpuop("doctor", "--no-api")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rows = [l for l in r.stdout.splitlines() if l[:1].islower() and "  " in l]
+        skipped = sum(1 for l in rows if "not checked" in l)
+        self.assertGreater(skipped, 0)
+        self.assertIn("Verdict: healthy as far as checked (%d of %d checks could not run"
+                      % (skipped, len(rows)), r.stdout)
+
+
 class WithApi(Case):
     """Against the API server stand-in, as the README's "The Kubernetes API"."""
 
