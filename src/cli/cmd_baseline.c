@@ -20,8 +20,8 @@
 #include "kube/kube.h"
 
 static const char help[] =
-	"Usage: gpuop baseline save FILE [--node NAME] [--no-api]\n"
-	"       gpuop baseline diff FILE [--node NAME] [--no-api]\n\n"
+	"Usage: gpuop baseline save FILE [--node NAME] [--no-api] [--json]\n"
+	"       gpuop baseline diff FILE [--node NAME] [--no-api] [--json]\n\n"
 	"save writes a known-good snapshot of this node: driver and CUDA versions, every\n"
 	"GPU with its UUID, name, PCI bus id and memory, the MIG layout, the CDI device\n"
 	"names of the node's spec, the metric families the exporter serves, and from the\n"
@@ -36,11 +36,14 @@ static const char help[] =
 	"Options:\n"
 	"  --node NAME   the node's name in the API (default $NODE_NAME, then the hostname)\n"
 	"  --no-api      do not contact the Kubernetes API (labels, allocatable)\n"
+	"  --json        one JSON object on stdout: for diff {baseline, same, differences,\n"
+	"                not_compared}, each a list of the lines above\n"
 	"  -h, --help    this help\n\n"
 	"Examples:\n"
 	"  gpuop baseline save /var/lib/gpuop/known-good.json\n"
 	"  gpuop baseline diff /var/lib/gpuop/known-good.json && echo same as known-good\n"
-	"  gpuop --simulate dgx-h100 baseline save /tmp/b.json\n\n"
+	"  gpuop --simulate dgx-h100 baseline save /tmp/b.json\n"
+	"  gpuop baseline diff known-good.json --json | jq -r '.differences[]'\n\n"
 	"Exit status: save: 0 written, 1 failure.  diff: 0 no difference, 1 differences\n"
 	"(or a failure), 2 usage error.\n";
 
@@ -148,16 +151,41 @@ static json_t *snapshot(struct gpuop_ctx *ctx, const char *node_opt, bool no_api
 	return snap;
 }
 
+/* One JSON string per non-empty line of text (NULL: none). */
+static json_t *lines(const char *text)
+{
+	json_t *a = json_array();
+	for (const char *p = text; p && *p;) {
+		size_t n = strcspn(p, "\n");
+		if (n)
+			json_array_append_new(a, json_stringn(p, n));
+		p += n + (p[n] == '\n');
+	}
+	return a;
+}
+
+/* Print a document (taking the reference) on stdout; always 0. */
+static int print_json(json_t *doc)
+{
+	if (doc) {
+		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		fputc('\n', stdout);
+		json_decref(doc);
+	}
+	return 0;
+}
+
 int cmd_baseline(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error *err)
 {
 	static const struct option longopts[] = {
 		{"node", required_argument, NULL, 'n'},
 		{"no-api", no_argument, NULL, 'a'},
+		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	const char *node = NULL;
-	bool no_api = false;
+	bool no_api = false, json = false;
 	int c;
 
 	optind = 1;
@@ -169,6 +197,9 @@ int cmd_baseline(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 			break;
 		case 'a':
 			no_api = true;
+			break;
+		case 'j':
+			json = true;
 			break;
 		case 'h':
 			fputs(help, stdout);
@@ -221,6 +252,10 @@ int cmd_baseline(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 		text[len] = '\0';
 		if (rc < 0)
 			return 1;
+		if (json)
+			return print_json(json_pack("{s:s, s:I, s:O}", "saved", file,
+						    "gpus", (json_int_t)json_array_size(json_object_get(now, "gpus")),
+						    "driver_version", json_object_get(now, "driver_version")));
 		printf("baseline of %zu GPUs (driver %s) saved to %s\n",
 		       json_array_size(json_object_get(now, "gpus")),
 		       json_string_value(json_object_get(now, "driver_version")), file);
@@ -232,6 +267,11 @@ int cmd_baseline(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 	int n = baseline_diff(saved, now, &diff, &notes, err);
 	if (n < 0)
 		return 1;
+	if (json) {
+		print_json(json_pack("{s:s, s:b, s:o, s:o}", "baseline", file, "same", n == 0,
+				     "differences", lines(diff.data), "not_compared", lines(notes.data)));
+		return n == 0 ? 0 : 1;
+	}
 	if (notes.len)
 		fputs(notes.data, stderr);
 	if (n == 0)

@@ -176,6 +176,21 @@ class Baseline(Case):
     def test_verb_without_file(self):
         self.usage(self.gpuop("baseline", "diff", sim=False), "diff needs a FILE")
 
+    def test_json_for_scripts(self):
+        saved = os.path.join(self.tmp, "b.json")
+        r = self.gpuop("baseline", "save", saved, "--no-api", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["gpus"], 8)
+        r = self.gpuop("baseline", "diff", saved, "--no-api", "--json")
+        doc = json.loads(r.stdout)
+        self.assertEqual((r.returncode, doc["same"], doc["differences"]), (0, True, []))
+        self.assertIn("labels: not compared (not recorded in the baseline)", doc["not_compared"])
+        self.assertEqual(self.gpuop("sim", "inject", "--gpu", "5", "gpu-lost").returncode, 0)
+        r = self.gpuop("baseline", "diff", saved, "--no-api", "--json")
+        doc = json.loads(r.stdout)  # logs stay on stderr
+        self.assertEqual((r.returncode, doc["same"], len(doc["differences"])), (1, False, 1))
+        self.assertRegex(doc["differences"][0], r"^GPU 5 \(GPU-[0-9a-f-]+\) lost: ")
+
 
 class MustGather(Case):
     def test_dash_is_refused_not_a_file_named_dash(self):
