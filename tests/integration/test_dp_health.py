@@ -95,12 +95,14 @@ class HealthTest(PluginCase):
         self.assertIn(self.u[3], up.healthy)
 
     def test_transient_xid_recovers_after_clean_period(self):
-        recovery = 2.0
-        self.setup_node("--health-recovery-seconds", "2")
+        recovery = 3.0
+        self.setup_node("--health-recovery-seconds", "3")
         t1 = self.inject("dgx-h100", 4, "xid", "94")
         first = self.unhealthy_after(t1, [self.u[4]])
-        # a new XID during the clean period restarts the clock
-        time.sleep(1.2)
+        # a new XID during the clean period restarts the clock; it lands
+        # 1 s in, leaving 2 s for the injector and the plugin to handle it
+        # on a loaded machine before the first period would have ended
+        time.sleep(1.0)
         t2 = self.inject("dgx-h100", 4, "xid", "94")
         up = self.k.wait_update(GPU, lambda x: self.u[4] in x.healthy, recovery + 6, since=t2)
         self.assertIsNotNone(up, "GPU 4 never came back after the clean period")

@@ -814,8 +814,13 @@ class PrometheusTest(ExporterCase):
         for name in list(DEFAULT_TYPES) + ["gpuop_exporter_gpu_up"]:
             res = prom.query(name)
             self.assertEqual(sorted(r["metric"]["gpu"] for r in res), [str(i) for i in range(8)], name)
-        # let a few more scrapes land (1 s apart), then look at the history
-        time.sleep(4.5)
+        # let three more scrapes land (1 s apart), then look at the history;
+        # waiting for them, not for a fixed time, holds on a loaded machine
+        def scraped_since_t0():
+            w = max(1, int(time.time() - t0))
+            res = prom.query(f"count_over_time(DCGM_FI_DEV_POWER_USAGE[{w}s])")
+            return len(res) == 8 and all(float(r["value"][1]) >= 3 for r in res)
+        self.assertTrue(wait_for(scraped_since_t0, 30, 0.25), "prometheus did not scrape three more times")
         end = time.time()
         rng = lambda q: prom.api("query_range", query=q, start=f"{t0:.3f}", end=f"{end:.3f}", step="1")["result"]
         power = rng("DCGM_FI_DEV_POWER_USAGE")

@@ -149,6 +149,7 @@ class Registration(pb_grpc.RegistrationServicer):
     def __init__(self):
         self.requests = []
         self.mode = "ok"
+        self.release = threading.Event()  # ends a "slow" Register
 
     def Register(self, request, context):
         self.requests.append(request)
@@ -156,7 +157,9 @@ class Registration(pb_grpc.RegistrationServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           "resource name \u00abnvidia.com/gpu\u00bb: 100% wrong\nsecond line")
         if self.mode == "slow":
-            time.sleep(2)
+            # Answers only when the test is over: a client that waits for
+            # the answer instead of its deadline shows as one that hangs.
+            self.release.wait(60)
         return pb.Empty()
 
 
@@ -173,6 +176,7 @@ class OurClient(unittest.TestCase):
         self.server.start()
 
     def tearDown(self):
+        self.servicer.release.set()
         self.server.stop(0)
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -206,7 +210,9 @@ class OurClient(unittest.TestCase):
         r = self.register("300")
         self.assertEqual(r.returncode, 1)
         self.assertTrue(r.stdout.startswith("status=4 "), r.stdout)
-        self.assertLess(time.monotonic() - t0, 1.8)
+        # The 300 ms deadline, loosely: starting the tool (under ASan, on a
+        # loaded machine) counts here too, and the server never answers.
+        self.assertLess(time.monotonic() - t0, 10)
 
     def test_register_no_kubelet(self):
         self.server.stop(0).wait()

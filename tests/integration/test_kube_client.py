@@ -111,6 +111,36 @@ users:
     def in_cluster_env(self):
         return {"KUBERNETES_SERVICE_HOST": self.api.host, "KUBERNETES_SERVICE_PORT": str(self.api.port)}
 
+    def wait_answers(self, p, n, timeout=20):
+        """Waits until n objects named "default" came back on p's stdout.
+        Returns a function that waits for p to end and returns everything
+        it wrote to stdout and stderr (the streams are read by threads,
+        so nothing is lost or left in a pipe)."""
+        out, err = [], []
+        cond = threading.Condition()
+
+        def pump(f, into):
+            for line in f:
+                with cond:
+                    into.append(line)
+                    cond.notify_all()
+        threads = [threading.Thread(target=pump, args=(p.stdout, out), daemon=True),
+                   threading.Thread(target=pump, args=(p.stderr, err), daemon=True)]
+        for t in threads:
+            t.start()
+        with cond:
+            ok = cond.wait_for(lambda: sum(l.count('"name":"default"') for l in out) >= n, timeout)
+        self.assertTrue(ok, f"fewer than {n} answers within {timeout} s: {out} {err}")
+
+        def finish():
+            p.wait(30)
+            for t in threads:
+                t.join(10)
+            p.stdout.close()
+            p.stderr.close()
+            return "".join(out), "".join(err)
+        return finish
+
     def sa_copy(self, name, token):
         d = os.path.join(self.tmp, name)
         os.makedirs(d, exist_ok=True)
@@ -175,12 +205,14 @@ users:
         p = subprocess.Popen([KUBETOOL, "--in-cluster", sa, "--qps", "5", "--burst", "1", "--repeat", "50",
                               "get", "namespaces", "default"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env={**os.environ, **self.in_cluster_env()})
-        time.sleep(1.5)
+        # Rotated once four requests have succeeded (not after a fixed
+        # time: a slow start on a loaded machine would leave fewer).
+        finish = self.wait_answers(p, 4)
         self.assertIsNone(p.poll(), "kubetool ended before the token was rotated")
         with open(os.path.join(sa, "token.new"), "w") as f:
             f.write("rotated-but-unknown\n")
         os.replace(os.path.join(sa, "token.new"), os.path.join(sa, "token"))
-        out, err = p.communicate(timeout=30)
+        out, err = finish()
         self.assertEqual(p.returncode, 1, err)
         self.assertGreaterEqual(out.count('"name":"default"'), 4)
         self.assertLess(out.count('"name":"default"'), 50)
@@ -193,10 +225,11 @@ users:
         p = subprocess.Popen([KUBETOOL, "--in-cluster", sa2, "--qps", "5", "--burst", "1", "--repeat", "15",
                               "get", "namespaces", "default"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env={**os.environ, **self.in_cluster_env()})
-        time.sleep(1.0)
+        finish = self.wait_answers(p, 3)
+        self.assertIsNone(p.poll(), "kubetool ended before the token was rotated")
         with open(os.path.join(sa2, "token"), "w") as f:
             f.write("rotated-good\n")
-        out, err = p.communicate(timeout=30)
+        out, err = finish()
         self.assertEqual(p.returncode, 0, err)
         self.assertEqual(out.count('"name":"default"'), 15)
 

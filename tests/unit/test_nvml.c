@@ -518,7 +518,10 @@ static void test_xid_event_latency(void **state)
 	assert_int_equal(ev.eventData, 79);
 	assert_int_equal(ev.gpuInstanceId, NVML_INSTANCE_ID_UNATTRIBUTED);
 	print_message("xid event latency: %.3f ms\n", got - in.sent_ms);
-	assert_true(got - in.sent_ms < 50.0);
+	/* Woken by the event, not by the 5 s timeout.  The latency itself
+	 * (a few ms) is printed, not bounded: on a loaded machine or under
+	 * ASan any thread may wait far longer than that to be scheduled. */
+	assert_true(got - in.sent_ms < 1000.0);
 	assert_int_equal(NVML_CALL(n, &e, nvmlEventSetFree, set), 0);
 }
 
