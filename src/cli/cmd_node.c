@@ -1076,6 +1076,13 @@ static void reload_roles(struct node_run *r)
 
 static void stop_roles(struct node_run *r)
 {
+	/* Ask every role first, then wait for each: they wind down together. */
+	if (r->dp)
+		role_send(&r->dp->role, ROLE_STOP);
+	if (r->exp)
+		role_send(&r->exp->role, ROLE_STOP);
+	if (r->disc)
+		role_send(&r->disc->role, ROLE_STOP);
 	if (r->dp) {
 		role_stop(&r->dp->role);
 		pthread_mutex_destroy(&r->dp->status.mu);
