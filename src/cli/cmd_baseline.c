@@ -72,8 +72,6 @@ static int parent_dir(const char *file, struct gpuop_error *err)
 
 static json_t *api_node(struct gpuop_ctx *ctx, const char *name, bool no_api, const char **why)
 {
-	struct kube_config cfg;
-	struct kube_config_opts co = {.kubeconfig = ctx->kubeconfig, .context = ctx->kube_context};
 	struct kube_client_opts clo = {.timeout_ms = 5000, .max_retries = 1};
 	static char reason[GPUOP_ERROR_MSG_MAX];
 	struct gpuop_error e;
@@ -84,13 +82,12 @@ static json_t *api_node(struct gpuop_ctx *ctx, const char *name, bool no_api, co
 		snprintf(reason, sizeof(reason), "--no-api");
 		return NULL;
 	}
-	if (kube_config_load(&cfg, &co, &e) < 0) {
+	struct kube_client *c = NULL;
+	if (ctx_kube_client(ctx, &clo, &c, &e) < 0) {
 		snprintf(reason, sizeof(reason), "no API configured");
 		return NULL;
 	}
-	struct kube_client *c = kube_client_new(&cfg, &clo, &e);
-	kube_config_free(&cfg);
-	if (c && kube_get(c, &KUBE_NODES, NULL, name, &node, &e) < 0)
+	if (kube_get(c, &KUBE_NODES, NULL, name, &node, &e) < 0)
 		node = NULL;
 	if (!node)
 		snprintf(reason, sizeof(reason), "%s", e.msg);

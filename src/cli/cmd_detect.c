@@ -220,7 +220,7 @@ int cmd_detect(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_error 
 		d.sim_name = ctx->sim_profile_name;
 	}
 	d.node = ctx_node_name(node_opt, node, sizeof(node));
-	if (!d.print && ctx_kube_client(ctx, &d.kube, err) < 0)
+	if (!d.print && ctx_kube_client(ctx, NULL, &d.kube, err) < 0)
 		return 1;
 
 	bool present;

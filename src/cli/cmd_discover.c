@@ -273,7 +273,7 @@ static int run_check(struct gpuop_ctx *ctx, struct disc_cli *c, struct gpuop_err
 		snprintf(source, sizeof(source), "%s",
 			 strcmp(c->labels_file, "-") == 0 ? "<stdin>" : c->labels_file);
 	} else {
-		if (ctx_kube_client(ctx, &kube, err) < 0)
+		if (ctx_kube_client(ctx, NULL, &kube, err) < 0)
 			return 1;
 		int r = disc_node_labels(kube, c->node, &have, err);
 		kube_client_free(kube);
@@ -441,7 +441,7 @@ int cmd_discover(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 		return run_check(ctx, &c, err);
 
 	if (c.run.sinks & (DISC_SINK_NODEFEATURE | DISC_SINK_NODE)) {
-		if (ctx_kube_client(ctx, &kube, err) < 0)
+		if (ctx_kube_client(ctx, NULL, &kube, err) < 0)
 			return 1;
 		c.run.kube = kube;
 	}

@@ -88,8 +88,6 @@ static void join(char *buf, size_t len, const char *root, const char *rel)
 
 static void collect_api(struct gpuop_ctx *ctx, const struct doctor_opts *o, struct doc_input *in)
 {
-	struct kube_config cfg;
-	struct kube_config_opts co = {.kubeconfig = ctx->kubeconfig, .context = ctx->kube_context};
 	/* A diagnosis should not hang on an unreachable server: short
 	 * timeouts, one retry. */
 	struct kube_client_opts clo = {.timeout_ms = 5000, .max_retries = 1};
@@ -102,14 +100,9 @@ static void collect_api(struct gpuop_ctx *ctx, const struct doctor_opts *o, stru
 		snprintf(in->api_error, sizeof(in->api_error), "the API was not asked (--no-api)");
 		return;
 	}
-	if (kube_config_load(&cfg, &co, &e) < 0) {
+	struct kube_client *c = NULL;
+	if (ctx_kube_client(ctx, &clo, &c, &e) < 0) {
 		snprintf(in->api_error, sizeof(in->api_error), "no API configured (%s)", e.msg);
-		return;
-	}
-	struct kube_client *c = kube_client_new(&cfg, &clo, &e);
-	kube_config_free(&cfg);
-	if (!c) {
-		snprintf(in->api_error, sizeof(in->api_error), "no API client (%s)", e.msg);
 		return;
 	}
 	doc_collect_api(in, c, node, o->pod);

@@ -339,16 +339,10 @@ static int run(struct gpuop_ctx *ctx, const struct mg_opts *o, struct gpuop_erro
 	if (o->no_api) {
 		failed(&m, "cluster/", "not asked (--no-api)");
 	} else {
-		struct kube_config cfg;
-		struct kube_config_opts co = {.kubeconfig = ctx->kubeconfig, .context = ctx->kube_context};
 		struct kube_client_opts clo = {.timeout_ms = 10000, .max_retries = 1};
 		struct gpuop_error e;
 		struct kube_client *c = NULL;
-		if (kube_config_load(&cfg, &co, &e) == 0) {
-			c = kube_client_new(&cfg, &clo, &e);
-			kube_config_free(&cfg);
-		}
-		if (!c)
+		if (ctx_kube_client(ctx, &clo, &c, &e) < 0)
 			failed(&m, "cluster/", e.msg);
 		else
 			gather_cluster(&m, c, o->ns);

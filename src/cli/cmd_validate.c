@@ -238,7 +238,7 @@ int cmd_validate(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 	struct gpuop_error kerr;
 	char api_note[512] = "";
 	ctx_node_name(node_opt, node_name, sizeof(node_name));
-	if (ctx_kube_client(ctx, &kube, &kerr) == 0) {
+	if (ctx_kube_client(ctx, NULL, &kube, &kerr) == 0) {
 		env.kube = kube;
 		env.node_name = node_name;
 	} else {

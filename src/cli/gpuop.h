@@ -65,10 +65,13 @@ const char *ctx_driver_root(const struct gpuop_ctx *ctx);
 const char *ctx_dev_root(const struct gpuop_ctx *ctx);
 
 struct kube_client;
+struct kube_client_opts;
 /* A Kubernetes API client from --kubeconfig/--context, $KUBECONFIG, the
  * in-cluster service account, or ~/.kube/config, in that order.  Errors say
- * which were tried.  Free with kube_client_free(). */
-int ctx_kube_client(const struct gpuop_ctx *ctx, struct kube_client **out, struct gpuop_error *err);
+ * which were tried.  opts NULL = the client's defaults (diagnostic commands
+ * pass short timeouts and few retries).  Free with kube_client_free(). */
+int ctx_kube_client(const struct gpuop_ctx *ctx, const struct kube_client_opts *opts,
+		    struct kube_client **out, struct gpuop_error *err);
 
 /* This node's name for roles that label or inspect it: `opt` (a --node
  * value) if set, else $NODE_NAME (the downward API), else the hostname. */

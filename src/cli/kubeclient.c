@@ -8,13 +8,14 @@
 #include "cli/gpuop.h"
 #include "kube/kube.h"
 
-int ctx_kube_client(const struct gpuop_ctx *ctx, struct kube_client **out, struct gpuop_error *err)
+int ctx_kube_client(const struct gpuop_ctx *ctx, const struct kube_client_opts *opts,
+		    struct kube_client **out, struct gpuop_error *err)
 {
 	struct kube_config cfg;
 	struct kube_config_opts o = {.kubeconfig = ctx->kubeconfig, .context = ctx->kube_context};
 	if (kube_config_load(&cfg, &o, err) < 0)
 		return error_wrap(err, "Kubernetes API");
-	*out = kube_client_new(&cfg, NULL, err);
+	*out = kube_client_new(&cfg, opts, err);
 	kube_config_free(&cfg);
 	if (!*out)
 		return error_wrap(err, "Kubernetes API");
