@@ -70,52 +70,83 @@ static int sync_dir(const char *path, const char *dir, struct gpuop_error *err)
 	return 0;
 }
 
-int atomic_write_file(const char *path, const void *data, size_t len, mode_t mode,
-		      struct gpuop_error *err)
+int atomic_file_open(struct atomic_file *af, const char *path, struct gpuop_error *err)
 {
-	char dir[PATH_MAX];
-	char tmp[PATH_MAX];
 	const char *base = path;
-	_cleanup_close_ int fd = -1;
-	const char *step;
 
-	if (split_path(path, dir, sizeof(dir), &base, err) < 0)
+	af->fd = -1;
+	if (snprintf(af->path, sizeof(af->path), "%s", path) >= (int)sizeof(af->path))
+		return error_errno(err, ENAMETOOLONG, "%s", path);
+	if (split_path(path, af->dir, sizeof(af->dir), &base, err) < 0)
 		return -1;
 	/* A dot name keeps the temp file out of the *.yaml globs
 	 * that readers of the directory use. */
-	int n = snprintf(tmp, sizeof(tmp), "%s/.%s.tmpXXXXXX", dir, base);
-	if (n < 0 || (size_t)n >= sizeof(tmp))
+	int n = snprintf(af->tmp, sizeof(af->tmp), "%s/.%s.tmpXXXXXX", af->dir, base);
+	if (n < 0 || (size_t)n >= sizeof(af->tmp))
 		return error_errno(err, ENAMETOOLONG, "%s: creating temporary file", path);
+	af->fd = mkostemp(af->tmp, O_CLOEXEC);
+	if (af->fd < 0)
+		return error_errno(err, errno, "%s: creating temporary file in %s", path, af->dir);
+	return 0;
+}
 
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return error_errno(err, errno, "%s: creating temporary file in %s", path, dir);
+void atomic_file_abort(struct atomic_file *af)
+{
+	if (af->fd < 0)
+		return;
+	close(af->fd);
+	unlink(af->tmp);
+	af->fd = -1;
+}
 
-	step = "writing temporary file";
-	if (write_all(fd, data, len) < 0)
-		goto fail;
+int atomic_file_commit(struct atomic_file *af, mode_t mode, struct gpuop_error *err)
+{
+	const char *step;
+	int fd, e;
+
 	/* mkostemp creates 0600; the caller's mode is exact, not umask-filtered. */
 	step = "setting mode of temporary file";
-	if (fchmod(fd, mode) < 0)
+	if (fchmod(af->fd, mode) < 0)
 		goto fail;
 	step = "syncing temporary file";
-	if (fsync(fd) < 0)
+	if (fsync(af->fd) < 0)
 		goto fail;
 	step = "closing temporary file";
-	if (close(TAKE_FD(fd)) < 0)
-		goto fail;
+	fd = af->fd;
+	af->fd = -1;
+	if (close(fd) < 0)
+		goto fail_closed;
 	step = "renaming temporary file over it";
-	if (rename(tmp, path) < 0)
-		goto fail;
+	if (rename(af->tmp, af->path) < 0)
+		goto fail_closed;
 
 	/* The new content is in place from here on; syncing the directory makes
 	 * the rename itself survive a crash. */
-	return sync_dir(path, dir, err);
+	return sync_dir(af->path, af->dir, err);
 
-fail:;
-	int e = errno;
-	unlink(tmp);
-	return error_errno(err, e, "%s: %s", path, step);
+fail:
+	e = errno;
+	atomic_file_abort(af);
+	return error_errno(err, e, "%s: %s", af->path, step);
+fail_closed:
+	e = errno;
+	unlink(af->tmp);
+	return error_errno(err, e, "%s: %s", af->path, step);
+}
+
+int atomic_write_file(const char *path, const void *data, size_t len, mode_t mode,
+		      struct gpuop_error *err)
+{
+	struct atomic_file af;
+
+	if (atomic_file_open(&af, path, err) < 0)
+		return -1;
+	if (write_all(af.fd, data, len) < 0) {
+		int e = errno;
+		atomic_file_abort(&af);
+		return error_errno(err, e, "%s: writing temporary file", path);
+	}
+	return atomic_file_commit(&af, mode, err);
 }
 
 int mkdir_p(const char *path, mode_t mode, struct gpuop_error *err)

@@ -9,6 +9,7 @@
 #ifndef GPUOP_BASE_FILEIO_H
 #define GPUOP_BASE_FILEIO_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -22,6 +23,23 @@
  * and the new content is then already in place. */
 int atomic_write_file(const char *path, const void *data, size_t len, mode_t mode,
 		      struct gpuop_error *err);
+
+/*
+ * The same, for content written in pieces (an archive streamed to disk):
+ * atomic_file_open makes the temp file; write to af->fd; atomic_file_commit
+ * sets the mode, syncs, renames over the target and syncs the directory
+ * (errors as above); atomic_file_abort removes the temp file.  After either
+ * the struct holds nothing to free.
+ */
+struct atomic_file {
+	int fd;
+	char path[PATH_MAX];
+	char dir[PATH_MAX];
+	char tmp[PATH_MAX];
+};
+int atomic_file_open(struct atomic_file *af, const char *path, struct gpuop_error *err);
+int atomic_file_commit(struct atomic_file *af, mode_t mode, struct gpuop_error *err);
+void atomic_file_abort(struct atomic_file *af);
 
 /* mkdir -p with mode for each created component (mkdir(2) semantics: the
  * umask applies).  Existing directories are fine; a component that exists

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "base/cleanup.h"
+#include "base/fileio.h"
 #include "doctor/gather.h"
 
 /* ------------------------------------------------------------ redaction */
@@ -506,9 +507,7 @@ size_t gather_redact_json(json_t *doc)
 /* ------------------------------------------------------------- tar.gz */
 
 struct gather_tar {
-	char path[PATH_MAX];
-	char tmp[PATH_MAX + 32];
-	int fd;
+	struct atomic_file file; /* the archive's temp file until finish renames it */
 	z_stream z;
 	bool z_ready;
 	unsigned char out[64 * 1024];
@@ -525,15 +524,15 @@ static int tar_write(struct gather_tar *t, const void *data, size_t len, int flu
 		t->z.avail_out = sizeof(t->out);
 		int rc = deflate(&t->z, flush);
 		if (rc == Z_STREAM_ERROR)
-			return error_set(err, GPUOP_ERR_GENERIC, rc, "%s: gzip: %s", t->path,
+			return error_set(err, GPUOP_ERR_GENERIC, rc, "%s: gzip: %s", t->file.path,
 					 t->z.msg ? t->z.msg : "stream error");
 		size_t have = sizeof(t->out) - t->z.avail_out;
 		for (size_t off = 0; off < have;) {
-			ssize_t w = write(t->fd, t->out + off, have - off);
+			ssize_t w = write(t->file.fd, t->out + off, have - off);
 			if (w < 0 && errno == EINTR)
 				continue;
 			if (w < 0)
-				return error_errno(err, errno, "writing %s", t->tmp);
+				return error_errno(err, errno, "writing %s", t->file.tmp);
 			off += (size_t)w;
 		}
 	} while (t->z.avail_out == 0 || (flush == Z_FINISH && t->z.avail_in > 0));
@@ -559,18 +558,11 @@ int gather_tar_open(const char *path, struct gather_tar **out, struct gpuop_erro
 	_cleanup_free_ struct gather_tar *t = calloc(1, sizeof(*t));
 	if (!t)
 		return error_errno(err, ENOMEM, "%s", path);
-	if (snprintf(t->path, sizeof(t->path), "%s", path) >= (int)sizeof(t->path))
-		return error_set(err, GPUOP_ERR_GENERIC, 0, "%s: path too long", path);
-	const char *slash = strrchr(path, '/');
-	snprintf(t->tmp, sizeof(t->tmp), "%.*s.%s.tmpXXXXXX", slash ? (int)(slash - path + 1) : 0,
-		 path, slash ? slash + 1 : path);
-	t->fd = mkostemp(t->tmp, O_CLOEXEC);
-	if (t->fd < 0)
-		return error_errno(err, errno, "creating %s", t->tmp);
+	if (atomic_file_open(&t->file, path, err) < 0)
+		return -1;
 	if (deflateInit2(&t->z, 6, Z_DEFLATED, 15 + 16 /* gzip header */, 8, Z_DEFAULT_STRATEGY) !=
 	    Z_OK) {
-		close(t->fd);
-		unlink(t->tmp);
+		atomic_file_abort(&t->file);
 		return error_set(err, GPUOP_ERR_GENERIC, 0, "%s: gzip: cannot initialise zlib", path);
 	}
 	t->z_ready = true;
@@ -671,10 +663,7 @@ void gather_tar_abort(struct gather_tar *t)
 		return;
 	if (t->z_ready)
 		deflateEnd(&t->z);
-	if (t->fd >= 0) {
-		close(t->fd);
-		unlink(t->tmp);
-	}
+	atomic_file_abort(&t->file);
 	free(t);
 }
 
@@ -683,16 +672,10 @@ int gather_tar_finish(struct gather_tar *t, struct gpuop_error *err)
 	static const unsigned char zeros[1024];
 	if (tar_feed(t, zeros, sizeof(zeros), err) < 0 || tar_write(t, NULL, 0, Z_FINISH, err) < 0)
 		goto fail;
-	if (fchmod(t->fd, 0600) < 0 || fsync(t->fd) < 0) {
-		error_errno(err, errno, "writing %s", t->tmp);
+	/* 0600: the archive holds a node's logs and config, redacted or not. */
+	if (atomic_file_commit(&t->file, 0600, err) < 0)
 		goto fail;
-	}
-	if (rename(t->tmp, t->path) < 0) {
-		error_errno(err, errno, "renaming %s to %s", t->tmp, t->path);
-		goto fail;
-	}
 	deflateEnd(&t->z);
-	close(t->fd);
 	free(t);
 	return 0;
 fail:
