@@ -202,9 +202,7 @@ int cmd_baseline(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 			fputs(help, stdout);
 			return 0;
 		case ':':
-			/* The leading ':' in the option string makes getopt tell a
-			 * missing value apart from an unknown option. */
-			return usage_error(err, "%s needs a value", argv[optind - 1]);
+			return missing_value(err, argv);
 		default:
 			return unknown_option(err, argv);
 		}

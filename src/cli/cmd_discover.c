@@ -377,9 +377,7 @@ int cmd_discover(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_erro
 			opt = O_OUTPUT;
 			snprintf(what, sizeof(what), "-o");
 		} else if (opt == ':') {
-			/* The leading ':' in the option string makes getopt tell a
-			 * missing value apart from an unknown option. */
-			return usage_error(err, "%s needs a value", argv[optind - 1]);
+			return missing_value(err, argv);
 		} else if (opt == '?') {
 			return unknown_option(err, argv);
 		} else {

@@ -404,9 +404,7 @@ int cmd_must_gather(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_e
 			fputs(help, stdout);
 			return 0;
 		case ':':
-			/* The leading ':' in the option string makes getopt tell a
-			 * missing value apart from an unknown option. */
-			return usage_error(err, "%s needs a value", argv[optind - 1]);
+			return missing_value(err, argv);
 		default:
 			return unknown_option(err, argv);
 		}

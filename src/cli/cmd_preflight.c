@@ -3,6 +3,7 @@
  * gpuop preflight: before installing, can this node host the GPU stack?
  * The checks are src/validate/preflight.c; this prints them.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,9 +116,7 @@ int cmd_preflight(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_err
 			fputs(help, stdout);
 			return 0;
 		case ':':
-			/* The leading ':' in the option string makes getopt tell a
-			 * missing value apart from an unknown option. */
-			return usage_error(err, "%s needs a value", argv[optind - 1]);
+			return missing_value(err, argv);
 		default:
 			return unknown_option(err, argv);
 		}
@@ -128,11 +127,9 @@ int cmd_preflight(struct gpuop_ctx *ctx, int argc, char **argv, struct gpuop_err
 	/* Large (host facts, 16 checks): off the stack. */
 	_cleanup_free_ struct preflight_report *r = calloc(1, sizeof(*r));
 	if (!r)
-		return error_set(err, GPUOP_ERR_ERRNO, 12, "out of memory");
-	if (preflight_run(root, &o, r, err) < 0) {
-		
+		return error_errno(err, ENOMEM, "preflight"), 1;
+	if (preflight_run(root, &o, r, err) < 0)
 		return 1;
-	}
 	if (json) {
 		_cleanup_json_ json_t *out = report_json(r, root);
 		char *s = out ? json_dumps(out, JSON_INDENT(2)) : NULL;

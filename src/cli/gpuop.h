@@ -92,6 +92,11 @@ static inline int exit_code_for(const struct gpuop_error *err)
  * short option's letter, or the long option as typed).  Returns EXIT_USAGE. */
 int unknown_option(struct gpuop_error *err, char **argv);
 
+/* After getopt_long returned ':' (an option string starting with ':'
+ * tells a missing value apart from an unknown option): "<option> needs a
+ * value".  Returns EXIT_USAGE. */
+int missing_value(struct gpuop_error *err, char **argv);
+
 /* Usage error helper: fills err (domain USAGE) and returns EXIT_USAGE. */
 int usage_error(struct gpuop_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -53,6 +53,11 @@ int unknown_option(struct gpuop_error *err, char **argv)
 	return usage_error(err, "unknown option '%s'", a ? a : "?");
 }
 
+int missing_value(struct gpuop_error *err, char **argv)
+{
+	return usage_error(err, "%s needs a value", argv[optind - 1]);
+}
+
 void ctx_cdi_spec_path(const struct gpuop_ctx *ctx, char *buf, size_t len)
 {
 	if (ctx->simulated)
