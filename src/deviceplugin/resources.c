@@ -74,13 +74,6 @@ static void mig_name(const char *profile, char *buf, size_t len)
 			*p = '.';
 }
 
-/* Compute instances smaller than their GPU instance ("1c.3g.40gb") are not
- * advertised, as NVIDIA's plugin does: a pod could not tell them apart. */
-static bool whole_gi(const struct gpu_mig *m)
-{
-	return m->ci_slices == m->gi_slices || strchr(m->profile, 'c') == NULL;
-}
-
 static int check_single(const struct gpu_node *node, struct gpuop_error *err)
 {
 	const char *profile = NULL;
@@ -162,7 +155,7 @@ int dp_resources_build(const struct gpu_node *node, const struct dp_config *cfg,
 		}
 		for (size_t m = 0; m < d->nmig; m++) {
 			const struct gpu_mig *mg = &d->mig[m];
-			if (!mg->uuid[0] || !whole_gi(mg))
+			if (!mg->uuid[0] || !gpu_mig_whole_gi(mg))
 				continue;
 			if (cfg->mig_strategy == DP_MIG_SINGLE)
 				snprintf(name, sizeof(name), "gpu");

@@ -184,11 +184,10 @@ static bool usable(const struct gpu_dev *d)
 	return d->status == GPU_OK && d->name[0];
 }
 
-/* Compute instances smaller than their GPU instance ("1c.3g.40gb") are not
- * advertised by the plugin, so they get no labels either. */
+/* What the plugin does not advertise gets no labels either. */
 static bool advertised_mig(const struct gpu_mig *m)
 {
-	return m->uuid[0] && (m->ci_slices == m->gi_slices || strchr(m->profile, 'c') == NULL);
+	return m->uuid[0] && gpu_mig_whole_gi(m);
 }
 
 static unsigned int replicas_for(const struct dp_config *cfg, const char *resource)

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -97,6 +98,15 @@ struct gpu_node {
 	struct gpu_dev *gpus;
 	struct gpu_pair *topo;   /* ngpus x ngpus, row-major */
 };
+
+/* Does this MIG device's compute instance span its GPU instance?  Those
+ * smaller ("1c.3g.40gb") are not advertised, as NVIDIA's plugin does: a pod
+ * could not tell them apart.  The device plugin, discovery's labels and the
+ * validator's expected count all follow this one rule. */
+static inline bool gpu_mig_whole_gi(const struct gpu_mig *m)
+{
+	return m->ci_slices == m->gi_slices || strchr(m->profile, 'c') == NULL;
+}
 
 int gpu_node_snapshot(struct nvml *n, struct gpu_node **out, struct gpuop_error *err);
 void gpu_node_free(struct gpu_node *node);

@@ -203,11 +203,10 @@ struct expect {
 	bool any_mig;   /* some GPU is in MIG mode: the two differ in meaning */
 };
 
-/* The plugin offers only MIG devices whose compute instance spans its GPU
- * instance ("1c.3g.40gb" is not offered; a pod could not tell them apart). */
+/* The MIG devices the plugin offers. */
 static bool offered_mig(const struct gpu_mig *m)
 {
-	return m->uuid[0] && (m->ci_slices == m->gi_slices || strchr(m->profile, 'c') == NULL);
+	return m->uuid[0] && gpu_mig_whole_gi(m);
 }
 
 static void expect_from(const struct gpu_node *node, struct expect *x)
